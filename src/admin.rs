@@ -1,1 +1,84 @@
-//! TODO
+//! The operations endpoint: `/metrics` (Prometheus text), `/healthz` (the
+//! process is up) and `/readyz` (the proxy can do its job: the audit log
+//! records and the upstream is running).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+
+use crate::metrics::METRICS;
+
+/// Readiness facts, set by the parts that know them.
+#[derive(Debug, Default)]
+pub struct Health {
+    upstream_up: AtomicBool,
+    audit_ok: AtomicBool,
+}
+
+impl Health {
+    /// A fresh, not-yet-ready state.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Records whether the upstream is running.
+    pub fn set_upstream_up(&self, up: bool) {
+        self.upstream_up.store(up, Ordering::Relaxed);
+    }
+
+    /// Records whether the audit log accepts entries.
+    pub fn set_audit_ok(&self, ok: bool) {
+        self.audit_ok.store(ok, Ordering::Relaxed);
+    }
+
+    /// Whether the proxy can serve traffic now.
+    pub fn is_ready(&self) -> bool {
+        self.upstream_up.load(Ordering::Relaxed) && self.audit_ok.load(Ordering::Relaxed)
+    }
+}
+
+/// Binds the endpoint and serves it in the background. Binding happens
+/// before this returns, so a taken port is a startup error.
+pub async fn serve(address: SocketAddr, health: Arc<Health>) -> std::io::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(address).await?;
+    let bound = listener.local_addr()?;
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(health);
+    tokio::spawn(async move {
+        if let Err(err) = axum::serve(listener, app).await {
+            tracing::error!(%err, "the metrics endpoint stopped");
+        }
+    });
+    Ok(bound)
+}
+
+async fn metrics() -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        METRICS.render(),
+    )
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(health): State<Arc<Health>>) -> impl IntoResponse {
+    if health.is_ready() {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+    }
+}

@@ -1,1 +1,226 @@
-fn main() {}
+//! `acs-proxy`: the command line.
+//!
+//! `run` (the default) serves MCP traffic; `audit verify` checks a log's
+//! hash chains; `audit repair` truncates a torn final line after a crash;
+//! `config check` validates a `proxy.toml` without starting anything.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use acs_proxy::admin::{self, Health};
+use acs_proxy::audit::{self, AuditLog, AuditSettings};
+use acs_proxy::config::Config;
+use acs_proxy::guardian::embedded::EmbeddedGuardian;
+use acs_proxy::relay::{run_stdio, StdioExit};
+use clap::{Args, Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+/// An MCP gateway that enforces Agent Control Standard decisions inline.
+#[derive(Parser, Debug)]
+#[command(name = "acs-proxy", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve MCP traffic (the default).
+    Run(RunArgs),
+    /// Work with audit logs.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+    /// Work with configuration files.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Args, Debug, Default)]
+struct RunArgs {
+    /// The configuration file.
+    #[arg(long, short, env = "ACS_PROXY_CONFIG")]
+    config: Option<PathBuf>,
+    /// Audit log path (overrides `[audit] path`).
+    #[arg(long)]
+    audit: Option<PathBuf>,
+    /// The upstream server to spawn, after `--` (overrides `[[upstream]]`).
+    #[arg(last = true)]
+    upstream: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum AuditCommand {
+    /// Check every hash chain in a log; exits non-zero naming the first bad line.
+    Verify {
+        /// The JSONL audit log.
+        file: PathBuf,
+    },
+    /// Truncate a torn final line (left by a crash mid-write).
+    Repair {
+        /// The JSONL audit log.
+        file: PathBuf,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCommand {
+    /// Validate a configuration file, including its policy rules.
+    Check {
+        /// The configuration file.
+        file: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    match cli.command {
+        None => run(cli.run),
+        Some(Command::Run(args)) => run(args),
+        Some(Command::Audit(AuditCommand::Verify { file })) => verify(&file),
+        Some(Command::Audit(AuditCommand::Repair { file })) => repair(&file),
+        Some(Command::Config(ConfigCommand::Check { file })) => check(&file),
+    }
+}
+
+/// Logs go to stderr: in stdio mode stdout belongs to the agent.
+fn init_logging() {
+    let filter =
+        EnvFilter::try_from_env("ACS_PROXY_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}
+
+fn load_config(args: &RunArgs) -> Result<Config, String> {
+    let mut config = match (&args.config, args.upstream.is_empty()) {
+        (Some(path), _) => Config::load(path).map_err(|e| e.to_string())?,
+        (None, false) => Config::for_command(args.upstream.clone()).map_err(|e| e.to_string())?,
+        (None, true) => {
+            return Err(
+                "nothing to run: pass --config FILE, or the server command after `--`".into(),
+            )
+        }
+    };
+    if args.config.is_some() && !args.upstream.is_empty() {
+        if let Some(upstream) = config.upstreams.first_mut() {
+            upstream.command = args.upstream.clone();
+        }
+    }
+    if let Some(path) = &args.audit {
+        config.audit.path = path.clone();
+    }
+    Ok(config)
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let config = match load_config(&args) {
+        Ok(config) => Arc::new(config),
+        Err(err) => {
+            eprintln!("acs-proxy: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("acs-proxy: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(config)) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("acs-proxy: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(config: Arc<Config>) -> Result<ExitCode, String> {
+    let settings = AuditSettings {
+        path: config.audit.path.clone(),
+        fsync: config.audit.fsync,
+    };
+    let audit = AuditLog::open(&settings).map_err(|e| e.to_string())?;
+    let health = Health::new();
+    health.set_audit_ok(true);
+    if let Some(address) = config.metrics.address {
+        let bound = admin::serve(address, health.clone())
+            .await
+            .map_err(|e| format!("cannot serve metrics on {address}: {e}"))?;
+        tracing::info!(%bound, "metrics, /healthz and /readyz are served");
+    }
+    let guardian = Arc::new(EmbeddedGuardian::new(config.policy.clone()));
+    let exit = run_stdio(config, guardian, audit, health)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(match exit {
+        StdioExit::ClientClosed | StdioExit::Signalled => ExitCode::SUCCESS,
+        StdioExit::ServerExited(exit) => {
+            let status = exit
+                .code
+                .map_or("a signal".to_owned(), |c| format!("status {c}"));
+            eprintln!(
+                "acs-proxy: the upstream server exited ({status}); pending requests were failed"
+            );
+            ExitCode::from(3)
+        }
+    })
+}
+
+fn verify(file: &std::path::Path) -> ExitCode {
+    match audit::verify_file(file) {
+        Ok(report) => {
+            println!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("acs-proxy: {}: {err}", file.display());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn repair(file: &std::path::Path) -> ExitCode {
+    match audit::repair_torn_tail(file) {
+        Ok(Some(removed)) => {
+            println!("removed a torn final line ({removed} bytes)");
+            ExitCode::SUCCESS
+        }
+        Ok(None) => {
+            println!("nothing to repair");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("acs-proxy: {}: {err}", file.display());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn check(file: &std::path::Path) -> ExitCode {
+    match Config::load(file) {
+        Ok(config) => {
+            println!(
+                "{}: ok ({} upstream(s), {} policy rule(s))",
+                file.display(),
+                config.upstreams.len(),
+                config.policy.rule_count()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("acs-proxy: {err}");
+            ExitCode::from(2)
+        }
+    }
+}

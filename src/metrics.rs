@@ -1,1 +1,195 @@
-//! TODO
+//! The Prometheus registry: counters and histograms beside the things they
+//! measure, touched on the hot path only by an atomic add.
+//!
+//! Label values are bounded: MCP methods outside the known set are counted
+//! as `other`, so a peer cannot grow the series count.
+
+use std::sync::LazyLock;
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
+};
+
+use crate::hooks::mcp::method_label;
+
+/// Every metric the proxy exports.
+pub struct Metrics {
+    registry: Registry,
+    /// `acs_proxy_messages_total{direction,method}`: MCP messages read.
+    pub messages_total: IntCounterVec,
+    /// `acs_proxy_decisions_total{hook,decision,source}`.
+    pub decisions_total: IntCounterVec,
+    /// `acs_proxy_decision_seconds`: time from hook to decision.
+    pub decision_seconds: Histogram,
+    /// `acs_proxy_audit_entries_total`: entries appended to the audit log.
+    pub audit_entries_total: IntCounter,
+    /// `acs_proxy_audit_failures_total`: appends that could not be recorded.
+    pub audit_failures_total: IntCounter,
+    /// `acs_proxy_sessions_active`: sessions currently open.
+    pub sessions_active: IntGauge,
+    /// `acs_proxy_enforcement_total{action}`: what was done to messages.
+    pub enforcement_total: IntCounterVec,
+    /// `acs_proxy_guardian_request_seconds{method,outcome}`.
+    pub guardian_request_seconds: HistogramVec,
+}
+
+/// The process-wide registry.
+pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+
+fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let counter = IntCounterVec::new(Opts::new(name, help), labels)
+        .unwrap_or_else(|err| panic!("metric {name} is malformed: {err}"));
+    registry
+        .register(Box::new(counter.clone()))
+        .unwrap_or_else(|err| panic!("metric {name} registered twice: {err}"));
+    counter
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let registry = Registry::new();
+        let messages_total = counter_vec(
+            &registry,
+            "acs_proxy_messages_total",
+            "MCP messages read, by direction and method",
+            &["direction", "method"],
+        );
+        let decisions_total = counter_vec(
+            &registry,
+            "acs_proxy_decisions_total",
+            "Hook decisions, by hook method, disposition and source",
+            &["hook", "decision", "source"],
+        );
+        let enforcement_total = counter_vec(
+            &registry,
+            "acs_proxy_enforcement_total",
+            "What enforcement did to messages (forwarded, rewritten, blocked, dropped)",
+            &["action"],
+        );
+        let decision_seconds = Histogram::with_opts(
+            HistogramOpts::new("acs_proxy_decision_seconds", "Time from hook to decision")
+                .buckets(latency_buckets()),
+        )
+        .unwrap_or_else(|err| panic!("acs_proxy_decision_seconds is malformed: {err}"));
+        let guardian_request_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "acs_proxy_guardian_request_seconds",
+                "Round trips to a remote Guardian, by hook method and outcome",
+            )
+            .buckets(latency_buckets()),
+            &["method", "outcome"],
+        )
+        .unwrap_or_else(|err| panic!("acs_proxy_guardian_request_seconds is malformed: {err}"));
+        let audit_entries_total = IntCounter::new(
+            "acs_proxy_audit_entries_total",
+            "Entries appended to the audit log",
+        )
+        .unwrap_or_else(|err| panic!("acs_proxy_audit_entries_total is malformed: {err}"));
+        let audit_failures_total = IntCounter::new(
+            "acs_proxy_audit_failures_total",
+            "Audit appends that could not be recorded",
+        )
+        .unwrap_or_else(|err| panic!("acs_proxy_audit_failures_total is malformed: {err}"));
+        let sessions_active = IntGauge::new("acs_proxy_sessions_active", "Sessions currently open")
+            .unwrap_or_else(|err| panic!("acs_proxy_sessions_active is malformed: {err}"));
+        for collector in [
+            Box::new(decision_seconds.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(guardian_request_seconds.clone()),
+            Box::new(audit_entries_total.clone()),
+            Box::new(audit_failures_total.clone()),
+            Box::new(sessions_active.clone()),
+        ] {
+            registry
+                .register(collector)
+                .unwrap_or_else(|err| panic!("metric registered twice: {err}"));
+        }
+        Self {
+            registry,
+            messages_total,
+            decisions_total,
+            decision_seconds,
+            audit_entries_total,
+            audit_failures_total,
+            sessions_active,
+            enforcement_total,
+            guardian_request_seconds,
+        }
+    }
+
+    /// Counts one MCP message read from `direction`.
+    pub fn message(&self, direction: &str, mcp_method: &str) {
+        self.messages_total
+            .with_label_values(&[direction, method_label(mcp_method)])
+            .inc();
+    }
+
+    /// Counts one decision.
+    pub fn decision(&self, hook: &str, decision: &str, source: &str) {
+        self.decisions_total
+            .with_label_values(&[hook_label(hook), decision, source])
+            .inc();
+    }
+
+    /// Counts one enforcement action.
+    pub fn enforcement(&self, action: &str) {
+        self.enforcement_total.with_label_values(&[action]).inc();
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        if let Err(err) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+            tracing::warn!(%err, "encoding metrics failed");
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// 50 µs to 10 s: decisions range from in-process to a human approval.
+fn latency_buckets() -> Vec<f64> {
+    vec![
+        0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+        1.0, 2.5, 10.0,
+    ]
+}
+
+/// A hook method as a bounded label: wrapped methods outside the known MCP
+/// set become `protocols/MCP/other`.
+pub fn hook_label(hook: &str) -> &str {
+    match hook.strip_prefix("protocols/MCP/") {
+        Some(mcp) if method_label(mcp) == "other" => "protocols/MCP/other",
+        _ => hook,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_required_metrics() {
+        METRICS.message("client_to_server", "tools/call");
+        METRICS.decision("steps/toolCallRequest", "deny", "embedded");
+        METRICS.audit_entries_total.inc();
+        let text = METRICS.render();
+        for name in [
+            "acs_proxy_messages_total",
+            "acs_proxy_decisions_total",
+            "acs_proxy_audit_entries_total",
+            "acs_proxy_sessions_active",
+        ] {
+            assert!(text.contains(name), "{name} missing");
+        }
+    }
+
+    #[test]
+    fn unknown_wrapped_methods_are_bounded() {
+        assert_eq!(hook_label("protocols/MCP/x/y/z"), "protocols/MCP/other");
+        assert_eq!(
+            hook_label("protocols/MCP/tools/call"),
+            "protocols/MCP/tools/call"
+        );
+        assert_eq!(hook_label("steps/toolCallRequest"), "steps/toolCallRequest");
+    }
+}

@@ -1,1 +1,427 @@
-//! TODO
+//! One agent↔server pairing: who the agent is, what it agreed with the
+//! Guardian, which requests are in flight in each direction, and what the
+//! server offers.
+//!
+//! State lives behind short-lived `std::sync::Mutex` locks that are never
+//! held across an `.await`; everything slow (Guardian, audit, I/O) happens
+//! outside them.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::audit::AuditChain;
+use crate::config::Config;
+use crate::enforce::approval::DeferralBudget;
+use crate::guardian::{Guardian, Negotiated};
+use crate::hooks::agbom::{Inventory, ListKind};
+use crate::hooks::Metadata;
+use crate::jsonrpc::RequestId;
+use crate::transport::writer::FrameWriter;
+
+/// Which way a message travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// From the agent to the MCP server.
+    ClientToServer,
+    /// From the MCP server to the agent.
+    ServerToClient,
+}
+
+impl Direction {
+    /// The audit and metric spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::ClientToServer => "client_to_server",
+            Direction::ServerToClient => "server_to_client",
+        }
+    }
+
+    /// The other way.
+    pub fn reverse(self) -> Direction {
+        match self {
+            Direction::ClientToServer => Direction::ServerToClient,
+            Direction::ServerToClient => Direction::ClientToServer,
+        }
+    }
+}
+
+/// Where a request stands between being read and being answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PendingState {
+    /// Hooks are being decided.
+    Deciding,
+    /// Held for an approver (ASK) or a deferral.
+    Held,
+    /// Sent on to the other side; waiting for its response.
+    Forwarded,
+}
+
+/// A request read from one side and not yet answered.
+#[derive(Debug, Clone)]
+pub struct PendingRequest {
+    /// The MCP method.
+    pub method: String,
+    /// The tool of a `tools/call`.
+    pub tool: Option<Arc<str>>,
+    /// When it was read.
+    pub started: Instant,
+    /// The `steps/toolCallRequest` hook's request id, for `request_id_ref`.
+    pub step_request_id: Option<Uuid>,
+    /// Its progress.
+    pub state: PendingState,
+    /// Cancels its decision or hold (a `notifications/cancelled` arrived).
+    pub cancel: CancellationToken,
+}
+
+/// Requests in flight from one sender, keyed by their id.
+#[derive(Debug, Default)]
+pub struct PendingTable {
+    entries: Mutex<HashMap<RequestId, PendingRequest>>,
+    /// Ids recently blocked, so a later cancellation of one is not forwarded
+    /// for a request the other side never saw.
+    blocked: Mutex<VecDeque<RequestId>>,
+}
+
+/// How many blocked ids are remembered per direction.
+const BLOCKED_MEMORY: usize = 64;
+
+impl PendingTable {
+    fn lock(&self) -> MutexGuard<'_, HashMap<RequestId, PendingRequest>> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Registers a new request; `false` when the id is already in flight.
+    pub fn insert(&self, id: RequestId, request: PendingRequest) -> bool {
+        let mut entries = self.lock();
+        if entries.contains_key(&id) {
+            return false;
+        }
+        entries.insert(id, request);
+        true
+    }
+
+    /// Updates an in-flight request in place.
+    pub fn update(&self, id: &RequestId, change: impl FnOnce(&mut PendingRequest)) {
+        if let Some(request) = self.lock().get_mut(id) {
+            change(request);
+        }
+    }
+
+    /// A copy of an in-flight request.
+    pub fn get(&self, id: &RequestId) -> Option<PendingRequest> {
+        self.lock().get(id).cloned()
+    }
+
+    /// Removes a request (answered, blocked or cancelled).
+    pub fn remove(&self, id: &RequestId) -> Option<PendingRequest> {
+        self.lock().remove(id)
+    }
+
+    /// Removes a request that was blocked and remembers its id.
+    pub fn remove_blocked(&self, id: &RequestId) {
+        self.remove(id);
+        let mut blocked = self.blocked.lock().unwrap_or_else(|p| p.into_inner());
+        if blocked.len() == BLOCKED_MEMORY {
+            blocked.pop_front();
+        }
+        blocked.push_back(id.clone());
+    }
+
+    /// Whether a request with this id was blocked recently.
+    pub fn was_blocked(&self, id: &RequestId) -> bool {
+        let blocked = self.blocked.lock().unwrap_or_else(|p| p.into_inner());
+        blocked.contains(id)
+    }
+
+    /// Empties the table, returning what was in flight (the peer is gone).
+    pub fn drain(&self) -> Vec<(RequestId, PendingRequest)> {
+        self.lock().drain().collect()
+    }
+
+    /// How many requests are in flight.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether nothing is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Requests the proxy itself sent to one side (inventory fetches, approval
+/// prompts), whose responses are taken out of the stream before the relay
+/// sees them. Their ids live in a namespace no peer uses.
+#[derive(Debug, Default)]
+pub struct ProxyRequests {
+    waiting: Mutex<HashMap<RequestId, oneshot::Sender<Bytes>>>,
+}
+
+/// The prefix of every id the proxy mints.
+const PROXY_ID_PREFIX: &str = "\"acs-proxy-";
+
+static NEXT_PROXY_ID: AtomicU64 = AtomicU64::new(1);
+
+impl ProxyRequests {
+    /// Mints an id and registers interest in its response.
+    pub fn register(&self) -> (RequestId, oneshot::Receiver<Bytes>) {
+        let n = NEXT_PROXY_ID.fetch_add(1, Ordering::Relaxed);
+        let id = RequestId::from_json(&format!("{PROXY_ID_PREFIX}{n}\""));
+        let (tx, rx) = oneshot::channel();
+        self.lock().insert(id.clone(), tx);
+        (id, rx)
+    }
+
+    /// Hands a response to whoever is waiting for it; `false` when the id is
+    /// not one of ours.
+    pub fn complete(&self, id: &RequestId, response: Bytes) -> bool {
+        if !id.as_json().starts_with(PROXY_ID_PREFIX) {
+            return false;
+        }
+        match self.lock().remove(id) {
+            Some(tx) => {
+                let _ = tx.send(response);
+                true
+            }
+            None => id.as_json().starts_with(PROXY_ID_PREFIX),
+        }
+    }
+
+    /// Forgets a request that timed out.
+    pub fn forget(&self, id: &RequestId) {
+        self.lock().remove(id);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<RequestId, oneshot::Sender<Bytes>>> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The two outgoing streams of a session.
+#[derive(Debug, Clone)]
+pub struct Writers {
+    /// Frames to the agent.
+    pub client: FrameWriter,
+    /// Frames to the MCP server.
+    pub server: FrameWriter,
+}
+
+impl Writers {
+    /// The writer for frames travelling in `direction`.
+    pub fn toward(&self, direction: Direction) -> &FrameWriter {
+        match direction {
+            Direction::ClientToServer => &self.server,
+            Direction::ServerToClient => &self.client,
+        }
+    }
+}
+
+/// Facts learned while the session runs.
+#[derive(Debug, Default)]
+pub struct Learned {
+    /// The server's inventory as last reported to the Guardian.
+    pub inventory: Inventory,
+    /// Whether `agbom/snapshot` has been sent.
+    pub snapshot_sent: bool,
+    /// Lists the server said changed, not yet re-read.
+    pub stale_lists: Vec<ListKind>,
+    /// The client declared the `elicitation` capability.
+    pub client_elicitation: bool,
+    /// The `initialize` result, once seen.
+    pub initialize_result: Option<serde_json::Value>,
+    /// Why the session is refused (sessionStart or inventory denied).
+    pub refused: Option<String>,
+}
+
+/// One MCP session through the proxy.
+pub struct Session {
+    /// The configuration in force.
+    pub config: Arc<Config>,
+    /// The session's id, also the audit chain's.
+    pub session_id: Uuid,
+    metadata: OnceLock<Metadata>,
+    negotiated: OnceLock<Negotiated>,
+    /// Who decides.
+    pub guardian: Arc<dyn Guardian>,
+    /// This session's audit chain.
+    pub audit: AuditChain,
+    /// The upstream route name.
+    pub upstream: String,
+    /// The upstream as a URI, for the AgBOM.
+    pub endpoint: String,
+    /// Requests from the agent awaiting the server's answer.
+    pub client_pending: PendingTable,
+    /// Requests from the server awaiting the agent's answer.
+    pub server_pending: PendingTable,
+    /// The proxy's own requests to the agent.
+    pub proxy_to_client: ProxyRequests,
+    /// The proxy's own requests to the server.
+    pub proxy_to_server: ProxyRequests,
+    /// Outgoing streams.
+    pub writers: Writers,
+    /// Deferred steps held now.
+    pub deferrals: DeferralBudget,
+    learned: Mutex<Learned>,
+    started: AtomicBool,
+    finished: AtomicBool,
+}
+
+impl Session {
+    /// A session that has not started yet (no message read).
+    pub fn new(
+        config: Arc<Config>,
+        guardian: Arc<dyn Guardian>,
+        audit: AuditChain,
+        session_id: Uuid,
+        writers: Writers,
+    ) -> Self {
+        let upstream = config
+            .upstream()
+            .map(|u| u.name.clone())
+            .unwrap_or_default();
+        let endpoint = config
+            .upstream()
+            .and_then(|u| u.command.first())
+            .map(|program| format!("stdio:{}", program.replace(' ', "%20")))
+            .unwrap_or_else(|| "stdio:upstream".into());
+        Self {
+            config,
+            session_id,
+            metadata: OnceLock::new(),
+            negotiated: OnceLock::new(),
+            guardian,
+            audit,
+            upstream,
+            endpoint,
+            client_pending: PendingTable::default(),
+            server_pending: PendingTable::default(),
+            proxy_to_client: ProxyRequests::default(),
+            proxy_to_server: ProxyRequests::default(),
+            writers,
+            deferrals: DeferralBudget::default(),
+            learned: Mutex::new(Learned::default()),
+            started: AtomicBool::new(false),
+            finished: AtomicBool::new(false),
+        }
+    }
+
+    /// `true` exactly once: for the caller that starts the session.
+    pub fn begin(&self) -> bool {
+        !self.started.swap(true, Ordering::AcqRel)
+    }
+
+    /// `true` exactly once: for the caller that ends the session.
+    pub fn finish(&self) -> bool {
+        !self.finished.swap(true, Ordering::AcqRel)
+    }
+
+    /// Fixes the envelope metadata (once, when the first message is read).
+    pub fn set_metadata(&self, metadata: Metadata) {
+        let _ = self.metadata.set(metadata);
+    }
+
+    /// The envelope metadata.
+    pub fn metadata(&self) -> &Metadata {
+        self.metadata.get_or_init(|| Metadata {
+            agent_id: self
+                .config
+                .hooks
+                .agent_id
+                .clone()
+                .unwrap_or_else(|| "unknown-agent".into()),
+            session_id: self.session_id,
+            environment: self.config.hooks.environment.clone(),
+        })
+    }
+
+    /// Records the handshake outcome.
+    pub fn set_negotiated(&self, negotiated: Negotiated) {
+        let _ = self.negotiated.set(negotiated);
+    }
+
+    /// The handshake outcome (everything evaluated until it is known).
+    pub fn negotiated(&self) -> &Negotiated {
+        self.negotiated.get_or_init(Negotiated::default)
+    }
+
+    /// The requests in flight *from* the sender of a message travelling in `direction`.
+    pub fn pending_from(&self, direction: Direction) -> &PendingTable {
+        match direction {
+            Direction::ClientToServer => &self.client_pending,
+            Direction::ServerToClient => &self.server_pending,
+        }
+    }
+
+    /// The proxy's own requests to the peer that *sends* in `direction`.
+    pub fn proxy_requests_to_sender(&self, direction: Direction) -> &ProxyRequests {
+        match direction {
+            Direction::ClientToServer => &self.proxy_to_client,
+            Direction::ServerToClient => &self.proxy_to_server,
+        }
+    }
+
+    /// Locks the learned facts (never across an `.await`).
+    pub fn learned(&self) -> MutexGuard<'_, Learned> {
+        self.learned
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> PendingRequest {
+        PendingRequest {
+            method: "tools/call".into(),
+            tool: None,
+            started: Instant::now(),
+            step_request_id: None,
+            state: PendingState::Deciding,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    #[test]
+    fn duplicate_ids_are_refused_while_pending() {
+        let table = PendingTable::default();
+        let id = RequestId::from_json("1");
+        assert!(table.insert(id.clone(), request()));
+        assert!(!table.insert(id.clone(), request()));
+        table.remove(&id);
+        assert!(table.insert(id, request()));
+    }
+
+    #[test]
+    fn blocked_ids_are_remembered_boundedly() {
+        let table = PendingTable::default();
+        for n in 0..(BLOCKED_MEMORY + 10) {
+            table.remove_blocked(&RequestId::from_json(&n.to_string()));
+        }
+        assert!(!table.was_blocked(&RequestId::from_json("0")));
+        assert!(table.was_blocked(&RequestId::from_json(&(BLOCKED_MEMORY + 9).to_string())));
+    }
+
+    #[test]
+    fn proxy_ids_are_routed_to_their_waiter() {
+        let requests = ProxyRequests::default();
+        let (id, mut rx) = requests.register();
+        assert!(id.as_json().starts_with(PROXY_ID_PREFIX));
+        assert!(requests.complete(&id, Bytes::from_static(b"{}")));
+        assert_eq!(rx.try_recv().unwrap(), Bytes::from_static(b"{}"));
+        assert!(!requests.complete(&RequestId::from_json("7"), Bytes::new()));
+    }
+}

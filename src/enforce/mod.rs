@@ -1,1 +1,84 @@
-//! TODO
+//! Applying a decision to a message: forward it, block it with a reply,
+//! rewrite it (MODIFY, §6.3), or hold it for an approver (ASK / DEFER).
+//! Nothing here decides anything.
+
+pub mod approval;
+pub mod modify;
+pub mod reply;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+/// An MCP message on its way through the hook pipeline: the original bytes,
+/// and a parsed copy that stages may rewrite.
+#[derive(Debug, Clone)]
+pub struct MessageDoc {
+    original: Bytes,
+    /// The message as a tree (key order and number digits preserved).
+    pub value: Value,
+    rewritten: bool,
+}
+
+impl MessageDoc {
+    /// Wraps a message read from a peer.
+    pub fn new(original: Bytes, value: Value) -> Self {
+        Self {
+            original,
+            value,
+            rewritten: false,
+        }
+    }
+
+    /// Marks the tree as changed, so [`MessageDoc::into_bytes`] re-serializes it.
+    pub fn mark_rewritten(&mut self) {
+        self.rewritten = true;
+    }
+
+    /// Whether a stage changed the message.
+    pub fn is_rewritten(&self) -> bool {
+        self.rewritten
+    }
+
+    /// The bytes to forward: the original ones unless a stage rewrote the
+    /// message (allowed messages reach the other side byte-identical).
+    pub fn into_bytes(self) -> Bytes {
+        if self.rewritten {
+            Bytes::from(self.value.to_string())
+        } else {
+            self.original
+        }
+    }
+}
+
+/// What enforcement did with a message; recorded in the audit log and in
+/// `acs_proxy_enforcement_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Passed to the next stage or forwarded unchanged.
+    Forwarded,
+    /// Forwarded with changes.
+    Rewritten,
+    /// Not forwarded; the sender got a reply saying why.
+    Blocked,
+    /// Not forwarded, silently (a notification, or a cancelled request).
+    Dropped,
+    /// Waiting for an approver or a deferral.
+    Held,
+    /// Only recorded (audit-only hooks such as `steps/sessionEnd`).
+    Recorded,
+}
+
+impl Action {
+    /// The audit and metric spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Forwarded => "forwarded",
+            Action::Rewritten => "rewritten",
+            Action::Blocked => "blocked",
+            Action::Dropped => "dropped",
+            Action::Held => "held",
+            Action::Recorded => "recorded",
+        }
+    }
+}

@@ -1,2 +1,88 @@
-//! TODO
+//! The Guardian: who decides each hook.
+//!
+//! [`Guardian`] is the one interface the relay calls. [`embedded`] evaluates
+//! the `[policy]` rules in process; a remote ACS Guardian implements the
+//! same trait. A Guardian never touches MCP messages: it only returns a
+//! [`Decision`], which [`crate::enforce`] applies.
+
 pub mod decision;
+pub mod embedded;
+mod negotiated;
+
+use futures_util::future::BoxFuture;
+
+pub use decision::{Decision, Disposition};
+pub use negotiated::{FailurePosture, Negotiated};
+
+use crate::hooks::{HookRequest, Metadata};
+
+/// Where a decision came from; recorded in every audit entry and metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionSource {
+    /// The embedded policy engine.
+    Embedded,
+    /// A remote ACS Guardian.
+    Remote,
+    /// The failure posture, because no usable decision arrived.
+    Posture,
+    /// The Guardian does not evaluate this method (allowed, audited).
+    NotEvaluated,
+    /// The proxy itself (an enforcement event, e.g. an invalid modification).
+    Proxy,
+}
+
+impl DecisionSource {
+    /// The audit and metric spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionSource::Embedded => "embedded",
+            DecisionSource::Remote => "remote",
+            DecisionSource::Posture => "posture",
+            DecisionSource::NotEvaluated => "not_evaluated",
+            DecisionSource::Proxy => "proxy",
+        }
+    }
+}
+
+/// Why no usable decision came back.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum GuardianError {
+    /// The Guardian did not answer in time.
+    #[error("the Guardian did not answer within {0} ms")]
+    Timeout(u64),
+    /// The Guardian could not be reached or the exchange broke.
+    #[error("Guardian transport failure: {0}")]
+    Transport(String),
+    /// The answer was not a valid ACS result.
+    #[error("malformed Guardian answer: {0}")]
+    Malformed(String),
+    /// The Guardian answered with a JSON-RPC error.
+    #[error("Guardian error {code}: {message}")]
+    Refused {
+        /// The JSON-RPC / ACS error code.
+        code: i64,
+        /// Its message.
+        message: String,
+    },
+}
+
+/// A decision maker for ACS hooks.
+pub trait Guardian: Send + Sync {
+    /// The handshake for one session: which methods are evaluated, with
+    /// which timeouts and failure posture.
+    fn hello<'a>(
+        &'a self,
+        metadata: &'a Metadata,
+    ) -> BoxFuture<'a, Result<Negotiated, GuardianError>>;
+
+    /// Decides one hook.
+    fn decide<'a>(
+        &'a self,
+        hook: &'a HookRequest,
+        metadata: &'a Metadata,
+    ) -> BoxFuture<'a, Result<Decision, GuardianError>>;
+
+    /// How decisions from this Guardian are labelled.
+    fn source(&self) -> DecisionSource;
+}

@@ -1,1 +1,43 @@
-//! TODO
+//! The embedded Guardian's policy engine: rules from `proxy.toml`.
+//!
+//! ```text
+//!  [policy] in proxy.toml ──serde──▶ PolicySpec ──Policy::compile──▶ Policy
+//!                                                                     │
+//!  HookView { method, tool, payload } ──Policy::evaluate──▶ Decision ◀┘
+//! ```
+//!
+//! A policy is an ordered list of rules; the first rule that applies
+//! decides, otherwise the policy's default does. A rule selects hooks by
+//! method glob (`hook`) and tool glob (`tool`), may test one value of the
+//! payload (`match`), and decides allow / deny / modify / ask / defer.
+//!
+//! Compilation does all the checking (globs, regexes, pointers, which
+//! blocks go with which decision) and reports `file:line: rule "name": ...`
+//! so an operator can fix the file without guessing. Evaluation uses an
+//! index by hook so large policies stay cheap; see [`Policy::evaluate`].
+//!
+//! The engine knows nothing about transports or MCP framing: it sees a
+//! method, an optional tool name, and a JSON payload.
+
+mod candidates;
+mod compile;
+mod condition;
+mod engine;
+mod error;
+mod hook;
+mod index;
+mod modify;
+mod outcome;
+mod overrides;
+mod pattern;
+mod pointer;
+mod redact;
+mod rule;
+mod source;
+mod spec;
+
+pub use engine::Policy;
+pub use error::{PolicyError, RuleProblem};
+pub use hook::HookView;
+pub use source::PolicySource;
+pub use spec::{AskSpec, DeferSpec, MatchSpec, PolicySpec, RedactSpec, RuleSpec, Verdict};

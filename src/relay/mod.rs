@@ -1,1 +1,18 @@
-//! TODO
+//! The relay: one session's two pumps, from start to an orderly end.
+//!
+//! - [`pump`]: read → decide → release, per direction, in arrival order.
+//! - [`flow`]: what each kind of message goes through.
+//! - [`stage`]: one hook of the pipeline and how its decision is applied.
+//! - [`decide`]: the Guardian call, the failure posture, the audit entry.
+//! - [`inventory`]: `agbom/snapshot` and `agbom/changed`.
+//! - [`lifecycle`]: `steps/sessionStart` and `steps/sessionEnd`.
+
+pub mod decide;
+pub mod flow;
+pub mod inventory;
+pub mod lifecycle;
+pub mod pump;
+pub mod stage;
+mod stdio;
+
+pub use stdio::{run_stdio, StdioExit};

@@ -1,1 +1,15 @@
-//! TODO
+//! Framing and connections: bytes in, bytes out. Nothing here knows about
+//! hooks or policy.
+//!
+//! - [`line`]: MCP's stdio framing (one JSON message per `\n`-terminated line)
+//!   with a hard size limit that never buffers an oversized line.
+//! - [`stdio`]: the proxy's own stdin/stdout as the downstream side.
+//! - [`child`]: an upstream MCP server spawned as a child process.
+//! - [`writer`]: the task that owns one outgoing byte stream.
+
+pub mod child;
+pub mod line;
+pub mod stdio;
+pub mod writer;
+
+pub use line::{LineCodec, LineFrame};

@@ -1,0 +1,151 @@
+//! `AuditChain`: the handle through which one ACS session appends entries.
+//!
+//! Many tasks of a session may append at once (requests are decided
+//! concurrently), yet the file must hold the session's entries in chain
+//! order. Each append first waits for room in the writer's queue, then links
+//! and enqueues under a short synchronous lock, so the order entries are
+//! linked in is the order they are queued in, and no lock is held across an
+//! `.await`.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::head::ChainHead;
+use super::record::AuditRecord;
+use super::settings::FsyncMode;
+use super::store::AuditLog;
+use super::writer::Command;
+use super::AuditError;
+
+/// What an append recorded: the caller can cite `entry_id` (e.g. as
+/// `audit_entry_id` in an error reply) and `entry_hash` is the new head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendReceipt {
+    /// The entry's position in its session: "1", "2", …
+    pub entry_id: String,
+    /// The entry's §8.2 hash, now the session's `chain_hash`.
+    pub entry_hash: String,
+}
+
+/// One session's chain; cheap to clone, clones share the chain.
+#[derive(Debug, Clone)]
+pub struct AuditChain {
+    log: AuditLog,
+    state: Arc<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    session_id: String,
+    head: Mutex<ChainHead>,
+}
+
+/// Resolves when the writer has synced an entry (`Always` mode only).
+type Durable = oneshot::Receiver<Result<(), AuditError>>;
+
+impl AuditChain {
+    /// Starts an empty chain for `session_id` on `log`.
+    pub(crate) fn new(log: AuditLog, session_id: &str) -> Self {
+        Self {
+            log,
+            state: Arc::new(State {
+                session_id: session_id.to_owned(),
+                head: Mutex::new(ChainHead::default()),
+            }),
+        }
+    }
+
+    /// The session this chain records.
+    pub fn session_id(&self) -> &str {
+        &self.state.session_id
+    }
+
+    /// The latest `entry_hash` (the session's `chain_hash`), `None` before
+    /// the first append.
+    pub fn head(&self) -> Option<String> {
+        self.lock_head().hash().map(str::to_owned)
+    }
+
+    /// Records `record` as the session's next entry.
+    ///
+    /// Resolves once the entry is queued, or, with [`FsyncMode::Always`],
+    /// once the fsync covering it is done. An error means the entry may not
+    /// be on disk: callers must fail closed. Cancelling the future after the
+    /// entry was queued does not withdraw it.
+    pub async fn append(&self, record: AuditRecord) -> Result<AppendReceipt, AuditError> {
+        self.log.ensure_healthy()?;
+        let permit = self.log.reserve().await?;
+        // The log may have failed while we waited; don't queue behind that.
+        self.log.ensure_healthy()?;
+        let (receipt, durable) = self.link_and_enqueue(permit, record)?;
+        if let Some(durable) = durable {
+            durable.await.map_err(|_| AuditError::Unavailable)??;
+        }
+        Ok(receipt)
+    }
+
+    /// Links the record to the head and enqueues its line in one critical
+    /// section. Synchronous on purpose: the guard cannot live across an
+    /// `.await`, and holding a permit makes the enqueue infallible.
+    fn link_and_enqueue(
+        &self,
+        permit: mpsc::Permit<'_, Command>,
+        record: AuditRecord,
+    ) -> Result<(AppendReceipt, Option<Durable>), AuditError> {
+        let (ack, durable) = match self.log.fsync_mode() {
+            FsyncMode::Always => {
+                let (ack, durable) = oneshot::channel();
+                (Some(ack), Some(durable))
+            }
+            FsyncMode::Batch | FsyncMode::Never => (None, None),
+        };
+        let mut head = self.lock_head();
+        let linked = head.link(&self.state.session_id, record)?;
+        permit.send(Command::Append {
+            line: linked.line,
+            ack,
+        });
+        drop(head);
+        let receipt = AppendReceipt {
+            entry_id: linked.entry.entry_id,
+            entry_hash: linked.entry.entry_hash,
+        };
+        Ok((receipt, durable))
+    }
+
+    fn lock_head(&self) -> MutexGuard<'_, ChainHead> {
+        // The head changes only after everything fallible succeeded, so a
+        // panic elsewhere while locked cannot leave it half-updated.
+        self.state
+            .head
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::AuditSettings;
+
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[tokio::test]
+    async fn append_future_is_send_and_advances_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(&AuditSettings {
+            path: dir.path().join("a.jsonl"),
+            fsync: FsyncMode::Never,
+        })
+        .unwrap();
+        let chain = log.session("s");
+        assert_eq!(chain.head(), None);
+        let append = chain.append(AuditRecord::new("r", "steps/sessionStart"));
+        assert_send(&append);
+        let receipt = append.await.unwrap();
+        assert_eq!(receipt.entry_id, "1");
+        assert_eq!(chain.head(), Some(receipt.entry_hash));
+        assert_eq!(chain.session_id(), "s");
+    }
+}

@@ -1,0 +1,853 @@
+//! Offline verification of an audit log, and repair of a crash-torn tail.
+//!
+//! The file is read once, line by line, keeping only each session's tip in
+//! memory, so logs of any size verify. Each line must be JSON, hash to its
+//! stored `entry_hash` (else it was edited), carry the session's next
+//! `entry_id` (else entries were deleted, inserted or reordered) and point at
+//! the previous entry's hash (else an entry was replaced). The first problem
+//! stops verification; only then is the file read again to tell deletion,
+//! insertion and reordering apart.
+//!
+//! A final line without a newline that is not JSON is a write torn by a
+//! crash, not tampering: it is reported in [`VerifyReport::torn_tail`] and
+//! everything before it still counts.
+//!
+//! What the chain cannot show: removal of a session's *last* entries. A
+//! sealed session (one ending in `steps/sessionEnd`) makes that visible as
+//! [`SessionReport::sealed`] being false.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::chain::entry_hash_of;
+use super::entry::SESSION_END_STEP_TYPE;
+use super::tail::unterminated_tail;
+use super::AuditError;
+
+/// What a successful verification found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Entries verified, over all sessions.
+    pub entries: u64,
+    /// One report per session, in order of first appearance.
+    pub sessions: Vec<SessionReport>,
+    /// A torn final line, excluded from the counts above; worth a warning.
+    pub torn_tail: Option<TornTail>,
+}
+
+/// The verified state of one session's chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionReport {
+    /// The ACS session.
+    pub session_id: String,
+    /// Entries in its chain.
+    pub entries: u64,
+    /// Its latest `entry_hash` (the `chain_hash` a Guardian would publish).
+    pub head: String,
+    /// Whether the chain ends with a `steps/sessionEnd` entry.
+    pub sealed: bool,
+    /// 1-based line of its last entry.
+    pub last_line: usize,
+}
+
+impl std::fmt::Display for VerifyReport {
+    /// One summary line, then one line per session and a warning for a torn tail.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "ok: {} entries in {} session chain(s)",
+            self.entries,
+            self.sessions.len()
+        )?;
+        for session in &self.sessions {
+            let seal = if session.sealed {
+                "sealed"
+            } else {
+                "not sealed"
+            };
+            writeln!(
+                f,
+                "  session {}: {} entries, head {}, {seal}",
+                session.session_id, session.entries, session.head
+            )?;
+        }
+        if let Some(tail) = &self.torn_tail {
+            writeln!(
+                f,
+                "warning: line {} is a torn final line ({} bytes, left by an interrupted write); \
+                 `acs-proxy audit repair` removes it",
+                tail.line, tail.bytes
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// A final line cut short by a crash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    /// Its 1-based line number.
+    pub line: usize,
+    /// Byte offset where it starts; truncating there removes it.
+    pub offset: u64,
+    /// Its length in bytes.
+    pub bytes: u64,
+}
+
+/// Why a log failed verification; every variant but `Io` names the 1-based
+/// line where the problem shows.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    /// The file could not be read or repaired.
+    #[error("cannot read audit log {}: {source}", path.display())]
+    Io {
+        /// The log file.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: io::Error,
+    },
+
+    /// A line that is not JSON (and is not a torn final line).
+    #[error("line {line}: not JSON ({source})")]
+    NotJson {
+        /// 1-based line number.
+        line: usize,
+        /// The parser's complaint.
+        source: serde_json::Error,
+    },
+
+    /// JSON that is not a ContextEntry this proxy writes.
+    #[error("line {line}: not an audit entry: {reason}")]
+    Malformed {
+        /// 1-based line number.
+        line: usize,
+        /// What is missing or mistyped.
+        reason: String,
+    },
+
+    /// The entry's content no longer matches its `entry_hash`.
+    #[error("line {line}: entry {entry_id} of session {session_id} was edited (its entry_hash does not match its content)")]
+    Edited {
+        /// 1-based line number.
+        line: usize,
+        /// The entry's session.
+        session_id: String,
+        /// The entry's stored `entry_id`.
+        entry_id: String,
+    },
+
+    /// The session skips entry ids that appear nowhere.
+    #[error("line {line}: session {session_id} has entry {found} where entry {expected} belongs, and entry {expected} is nowhere: entries were deleted")]
+    Deleted {
+        /// 1-based line number.
+        line: usize,
+        /// The session.
+        session_id: String,
+        /// The `entry_id` that should be here.
+        expected: u64,
+        /// The `entry_id` that is here.
+        found: u64,
+    },
+
+    /// An entry repeats an id the session already has elsewhere.
+    #[error("line {line}: session {session_id} already has entry {entry_id}{}: an entry was inserted",
+        other_line.map(|l| format!(" (line {l})")).unwrap_or_default())]
+    Inserted {
+        /// 1-based line number.
+        line: usize,
+        /// The session.
+        session_id: String,
+        /// The repeated `entry_id`.
+        entry_id: u64,
+        /// Where the other entry with this id is, when known.
+        other_line: Option<usize>,
+    },
+
+    /// The expected entry exists, but later in the file.
+    #[error("line {line}: session {session_id} has entry {found} where entry {expected} belongs (entry {expected} is at line {expected_at}): entries were reordered")]
+    Reordered {
+        /// 1-based line number.
+        line: usize,
+        /// The session.
+        session_id: String,
+        /// The `entry_id` that should be here.
+        expected: u64,
+        /// The `entry_id` that is here.
+        found: u64,
+        /// Where the expected entry is.
+        expected_at: usize,
+    },
+
+    /// The entry's `previous_hash` does not name its predecessor: one of the
+    /// two was replaced by a re-hashed forgery.
+    #[error("line {line}: entry {entry_id} of session {session_id} does not link to {}: an entry was replaced",
+        previous_line.map(|l| format!("the entry at line {l}")).unwrap_or_else(|| "nothing (a first entry needs previous_hash null)".into()))]
+    Unlinked {
+        /// 1-based line number.
+        line: usize,
+        /// The session.
+        session_id: String,
+        /// The entry's `entry_id`.
+        entry_id: u64,
+        /// Line of the entry it should link to; `None` for a first entry.
+        previous_line: Option<usize>,
+    },
+}
+
+impl VerifyError {
+    /// The 1-based line the problem shows at, if it is about a line.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            Self::Io { .. } => None,
+            Self::NotJson { line, .. }
+            | Self::Malformed { line, .. }
+            | Self::Edited { line, .. }
+            | Self::Deleted { line, .. }
+            | Self::Inserted { line, .. }
+            | Self::Reordered { line, .. }
+            | Self::Unlinked { line, .. } => Some(*line),
+        }
+    }
+}
+
+/// Verifies every session chain in the JSONL log at `path`.
+pub fn verify_file(path: impl AsRef<Path>) -> Result<VerifyReport, VerifyError> {
+    let path = path.as_ref();
+    let file = File::open(path).map_err(io_error(path))?;
+    let mut verifier = Verifier::default();
+    for line in Lines::new(BufReader::new(file)) {
+        let line = line.map_err(io_error(path))?;
+        match verifier.check(&line) {
+            Ok(()) => {}
+            Err(Problem::Torn) => {
+                verifier.torn_tail = Some(TornTail {
+                    line: line.number,
+                    offset: line.offset,
+                    bytes: line.bytes.len() as u64,
+                });
+                break;
+            }
+            Err(Problem::Invalid(error)) => return Err(error),
+            Err(Problem::OutOfSequence(gap)) => return Err(classify(path, gap)?),
+        }
+    }
+    Ok(verifier.into_report())
+}
+
+/// Cuts a torn final line off the log so appending can resume.
+///
+/// Returns the number of bytes removed, or `None` when the file ends with a
+/// newline or its unterminated final line is whole JSON (nothing to cut).
+pub fn repair_torn_tail(path: impl AsRef<Path>) -> Result<Option<u64>, VerifyError> {
+    let path = path.as_ref();
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(io_error(path))?;
+    let Some(tail) = unterminated_tail(&mut file).map_err(io_error(path))? else {
+        return Ok(None);
+    };
+    if !tail.is_torn() {
+        return Ok(None);
+    }
+    file.set_len(tail.offset).map_err(io_error(path))?;
+    file.sync_all().map_err(io_error(path))?;
+    Ok(Some(tail.bytes.len() as u64))
+}
+
+fn io_error(path: &Path) -> impl Fn(io::Error) -> VerifyError + '_ {
+    move |source| VerifyError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// One raw line of the file.
+struct Line {
+    number: usize,
+    offset: u64,
+    bytes: Vec<u8>,
+    terminated: bool,
+}
+
+/// The file's lines with their numbers and offsets, newline stripped.
+struct Lines<R> {
+    reader: R,
+    number: usize,
+    offset: u64,
+}
+
+impl<R: BufRead> Lines<R> {
+    fn new(reader: R) -> Self {
+        Self {
+            reader,
+            number: 0,
+            offset: 0,
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for Lines<R> {
+    type Item = io::Result<Line>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut bytes = Vec::new();
+        match self.reader.read_until(b'\n', &mut bytes) {
+            Ok(0) => None,
+            Ok(read) => {
+                let terminated = bytes.last() == Some(&b'\n');
+                if terminated {
+                    bytes.pop();
+                }
+                self.number += 1;
+                let line = Line {
+                    number: self.number,
+                    offset: self.offset,
+                    bytes,
+                    terminated,
+                };
+                self.offset += read as u64;
+                Some(Ok(line))
+            }
+            Err(error) => Some(Err(error)),
+        }
+    }
+}
+
+/// The chain members of a stored entry.
+struct Stored {
+    session_id: String,
+    entry_id: u64,
+    entry_hash: String,
+    previous_hash: Option<String>,
+    step_type: Option<String>,
+}
+
+impl Stored {
+    fn parse(line: usize, value: &Value) -> Result<Self, VerifyError> {
+        let text = |member: &str| value.get(member).and_then(Value::as_str).map(str::to_owned);
+        let required = |member: &'static str| {
+            text(member).ok_or_else(|| VerifyError::Malformed {
+                line,
+                reason: format!("`{member}` is missing or not a string"),
+            })
+        };
+        let entry_id = required("entry_id")?;
+        Ok(Self {
+            session_id: required("session_id")?,
+            entry_id: parse_entry_id(&entry_id).ok_or_else(|| VerifyError::Malformed {
+                line,
+                reason: format!("entry_id {entry_id:?} is not a positive decimal sequence number"),
+            })?,
+            entry_hash: required("entry_hash")?,
+            previous_hash: text("previous_hash"),
+            step_type: text("step_type"),
+        })
+    }
+}
+
+/// Accepts only the canonical spelling ("7", not "07" or "+7"), since the
+/// proxy writes nothing else.
+fn parse_entry_id(text: &str) -> Option<u64> {
+    let number: u64 = text.parse().ok()?;
+    (number > 0 && number.to_string() == text).then_some(number)
+}
+
+/// Why a line was not accepted.
+enum Problem {
+    Torn,
+    Invalid(VerifyError),
+    OutOfSequence(Gap),
+}
+
+/// An entry whose id is not the one its session expects next.
+struct Gap {
+    line: usize,
+    session_id: String,
+    expected: u64,
+    found: u64,
+    entry_hash: String,
+}
+
+#[derive(Default)]
+struct Verifier {
+    entries: u64,
+    /// Each session's tip while reading, in order of first appearance.
+    tips: Vec<SessionReport>,
+    by_session: HashMap<String, usize>,
+    torn_tail: Option<TornTail>,
+}
+
+impl Verifier {
+    fn check(&mut self, line: &Line) -> Result<(), Problem> {
+        let value: Value = match serde_json::from_slice(&line.bytes) {
+            Ok(value) => value,
+            Err(_) if !line.terminated => return Err(Problem::Torn),
+            Err(source) => {
+                return Err(Problem::Invalid(VerifyError::NotJson {
+                    line: line.number,
+                    source,
+                }))
+            }
+        };
+        let stored = Stored::parse(line.number, &value).map_err(Problem::Invalid)?;
+        check_hash(line.number, &value, &stored).map_err(Problem::Invalid)?;
+        self.extend_chain(line.number, stored)
+    }
+
+    /// Appends a self-consistent entry to its session's chain if it is the
+    /// next one and links to the current tip.
+    fn extend_chain(&mut self, line: usize, stored: Stored) -> Result<(), Problem> {
+        let tip = self.tip(&stored.session_id);
+        let (expected, head, previous_line) = match tip {
+            Some(tip) => (
+                tip.entries + 1,
+                Some(tip.head.as_str()),
+                Some(tip.last_line),
+            ),
+            None => (1, None, None),
+        };
+        if stored.entry_id != expected {
+            return Err(Problem::OutOfSequence(Gap {
+                line,
+                session_id: stored.session_id,
+                expected,
+                found: stored.entry_id,
+                entry_hash: stored.entry_hash,
+            }));
+        }
+        if stored.previous_hash.as_deref() != head {
+            return Err(Problem::Invalid(VerifyError::Unlinked {
+                line,
+                session_id: stored.session_id,
+                entry_id: stored.entry_id,
+                previous_line,
+            }));
+        }
+        self.advance(line, stored);
+        Ok(())
+    }
+
+    fn tip(&self, session_id: &str) -> Option<&SessionReport> {
+        self.by_session
+            .get(session_id)
+            .map(|&index| &self.tips[index])
+    }
+
+    fn advance(&mut self, line: usize, stored: Stored) {
+        self.entries += 1;
+        let sealed = stored.step_type.as_deref() == Some(SESSION_END_STEP_TYPE);
+        if let Some(&index) = self.by_session.get(&stored.session_id) {
+            let report = &mut self.tips[index];
+            report.entries += 1;
+            report.head = stored.entry_hash;
+            report.sealed = sealed;
+            report.last_line = line;
+            return;
+        }
+        self.by_session
+            .insert(stored.session_id.clone(), self.tips.len());
+        self.tips.push(SessionReport {
+            session_id: stored.session_id,
+            entries: 1,
+            head: stored.entry_hash,
+            sealed,
+            last_line: line,
+        });
+    }
+
+    fn into_report(self) -> VerifyReport {
+        VerifyReport {
+            entries: self.entries,
+            sessions: self.tips,
+            torn_tail: self.torn_tail,
+        }
+    }
+}
+
+/// Recomputes the §8.2 hash over the stored JSON itself, so members this
+/// proxy does not know are covered too.
+fn check_hash(line: usize, value: &Value, stored: &Stored) -> Result<(), VerifyError> {
+    let edited = || VerifyError::Edited {
+        line,
+        session_id: stored.session_id.clone(),
+        entry_id: stored.entry_id.to_string(),
+    };
+    match entry_hash_of(value) {
+        Ok(hash) if hash == stored.entry_hash => Ok(()),
+        Ok(_) => Err(edited()),
+        // A previous_hash that is no longer a hash was edited too.
+        Err(AuditError::Malformed(_)) => Err(edited()),
+        Err(other) => Err(VerifyError::Malformed {
+            line,
+            reason: other.to_string(),
+        }),
+    }
+}
+
+/// Tells apart why an entry id is out of sequence by looking at where the
+/// session's other entries with the ids involved are.
+fn classify(path: &Path, gap: Gap) -> Result<VerifyError, VerifyError> {
+    let sightings = find_entries(path, &gap.session_id, &[gap.expected, gap.found])?;
+    let elsewhere = |id: u64| {
+        sightings
+            .iter()
+            .filter(move |s| s.entry_id == id && s.line != gap.line)
+    };
+    let copy = elsewhere(gap.found).find(|s| s.entry_hash == gap.entry_hash);
+    let earlier_same_id = elsewhere(gap.found).find(|s| s.line < gap.line);
+    if copy.is_some() || gap.found < gap.expected {
+        let other_line = copy.or(earlier_same_id).map(|s| s.line);
+        return Ok(VerifyError::Inserted {
+            line: gap.line,
+            session_id: gap.session_id,
+            entry_id: gap.found,
+            other_line,
+        });
+    }
+    if let Some(later) = elsewhere(gap.expected).find(|s| s.line > gap.line) {
+        return Ok(VerifyError::Reordered {
+            line: gap.line,
+            session_id: gap.session_id,
+            expected: gap.expected,
+            found: gap.found,
+            expected_at: later.line,
+        });
+    }
+    Ok(VerifyError::Deleted {
+        line: gap.line,
+        session_id: gap.session_id,
+        expected: gap.expected,
+        found: gap.found,
+    })
+}
+
+/// Where an entry of interest sits.
+struct Sighting {
+    line: usize,
+    entry_id: u64,
+    entry_hash: String,
+}
+
+/// Every line of `session_id` whose entry id is one of `ids`; lines that do
+/// not parse are skipped, as the first pass already judged those before.
+fn find_entries(path: &Path, session_id: &str, ids: &[u64]) -> Result<Vec<Sighting>, VerifyError> {
+    let file = File::open(path).map_err(io_error(path))?;
+    let mut sightings = Vec::new();
+    for line in Lines::new(BufReader::new(file)) {
+        let line = line.map_err(io_error(path))?;
+        let Ok(value) = serde_json::from_slice::<Value>(&line.bytes) else {
+            continue;
+        };
+        let Ok(stored) = Stored::parse(line.number, &value) else {
+            continue;
+        };
+        if stored.session_id == session_id && ids.contains(&stored.entry_id) {
+            sightings.push(Sighting {
+                line: line.number,
+                entry_id: stored.entry_id,
+                entry_hash: stored.entry_hash,
+            });
+        }
+    }
+    Ok(sightings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::chain::entry_hash_of;
+    use crate::audit::head::ChainHead;
+    use crate::audit::record::AuditRecord;
+    use crate::enforce::Action;
+    use crate::guardian::DecisionSource;
+
+    /// Ten entries, sessions "a" and "b" alternating: "a" owns lines
+    /// 1,3,5,7,9 (ids 1–5, sealed) and "b" lines 2,4,6,8,10.
+    fn sample_lines() -> Vec<String> {
+        let mut heads = [ChainHead::default(), ChainHead::default()];
+        (0..10)
+            .map(|index| {
+                let session = index % 2;
+                let step_type = match (index / 2, session) {
+                    (0, _) => "steps/sessionStart",
+                    (4, 0) => SESSION_END_STEP_TYPE,
+                    _ => "steps/toolCallRequest",
+                };
+                let record = AuditRecord::new(format!("req-{index}"), step_type)
+                    .decision("allow")
+                    .decision_source(DecisionSource::Embedded)
+                    .action(Action::Forwarded)
+                    .mcp_id(serde_json::json!(index));
+                let timestamp = format!("2026-12-02T11:15:{index:02}.000Z");
+                let linked = heads[session]
+                    .link_at(["a", "b"][session], record, timestamp)
+                    .unwrap();
+                String::from_utf8(linked.line)
+                    .unwrap()
+                    .trim_end()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    fn verify_lines(lines: &[String]) -> Result<VerifyReport, VerifyError> {
+        verify_text(&(lines.join("\n") + "\n"))
+    }
+
+    fn verify_text(text: &str) -> Result<VerifyReport, VerifyError> {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), text).unwrap();
+        verify_file(file.path())
+    }
+
+    fn set_member(line: &str, member: &str, value: Value) -> String {
+        let mut entry: Value = serde_json::from_str(line).unwrap();
+        entry[member] = value;
+        serde_json::to_string(&entry).unwrap()
+    }
+
+    #[test]
+    fn intact_log_verifies_with_heads_and_seal() {
+        let lines = sample_lines();
+        let report = verify_lines(&lines).unwrap();
+        assert_eq!(report.entries, 10);
+        assert_eq!(report.torn_tail, None);
+        let [a, b] = report.sessions.as_slice() else {
+            panic!("two sessions: {report:?}")
+        };
+        assert_eq!(
+            (a.session_id.as_str(), a.entries, a.sealed, a.last_line),
+            ("a", 5, true, 9)
+        );
+        assert_eq!(
+            (b.session_id.as_str(), b.entries, b.sealed, b.last_line),
+            ("b", 5, false, 10)
+        );
+        let last_b: Value = serde_json::from_str(&lines[9]).unwrap();
+        assert_eq!(b.head, last_b["entry_hash"]);
+    }
+
+    #[test]
+    fn empty_log_verifies() {
+        let report = verify_text("").unwrap();
+        assert_eq!((report.entries, report.sessions.len()), (0, 0));
+    }
+
+    #[test]
+    fn edit_of_any_entry_is_found_at_its_line() {
+        for member in ["step_id", "timestamp", "decision", "entry_id", "session_id"] {
+            for index in 0..10 {
+                let mut lines = sample_lines();
+                lines[index] = set_member(&lines[index], member, Value::String("9".into()));
+                let error = verify_lines(&lines).unwrap_err();
+                assert!(
+                    matches!(error, VerifyError::Edited { line, .. } if line == index + 1),
+                    "{member} at line {}: {error}",
+                    index + 1
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn edit_of_chain_members_is_found_at_its_line() {
+        let mut lines = sample_lines();
+        let other_hash = Value::String("00".repeat(32));
+        lines[4] = set_member(&lines[4], "previous_hash", other_hash.clone());
+        lines[7] = set_member(&lines[7], "entry_hash", other_hash);
+        assert_eq!(verify_lines(&lines).unwrap_err().line(), Some(5));
+        lines[4] = sample_lines()[4].clone();
+        assert_eq!(verify_lines(&lines).unwrap_err().line(), Some(8));
+    }
+
+    #[test]
+    fn deleted_entry_is_found_at_the_next_entry_of_its_session() {
+        // Removing line 3 (a#2) makes a#3, now line 4, the first misfit.
+        let mut lines = sample_lines();
+        lines.remove(2);
+        let error = verify_lines(&lines).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                VerifyError::Deleted {
+                    line: 4,
+                    expected: 2,
+                    found: 3,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+
+        let mut lines = sample_lines();
+        lines.remove(0);
+        let error = verify_lines(&lines).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                VerifyError::Deleted {
+                    line: 2,
+                    expected: 1,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn deleting_a_sealed_chains_end_shows_as_unsealed() {
+        let mut lines = sample_lines();
+        lines.remove(8);
+        let report = verify_lines(&lines).unwrap();
+        assert!(!report.sessions[0].sealed);
+    }
+
+    #[test]
+    fn inserted_copy_is_found_at_the_copy() {
+        // A copy of a#2 (line 3) placed after line 6 becomes line 7.
+        let mut lines = sample_lines();
+        lines.insert(6, lines[2].clone());
+        let error = verify_lines(&lines).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                VerifyError::Inserted {
+                    line: 7,
+                    entry_id: 2,
+                    other_line: Some(3),
+                    ..
+                }
+            ),
+            "{error}"
+        );
+
+        // A copy of a#4 (line 7) placed before line 2 is caught there too.
+        let mut lines = sample_lines();
+        lines.insert(1, lines[6].clone());
+        let error = verify_lines(&lines).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                VerifyError::Inserted {
+                    line: 2,
+                    entry_id: 4,
+                    other_line: Some(8),
+                    ..
+                }
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn swapped_entries_are_found_at_the_first_of_them() {
+        for (first, second) in [(2, 6), (4, 6), (1, 9)] {
+            let mut lines = sample_lines();
+            lines.swap(first, second);
+            let error = verify_lines(&lines).unwrap_err();
+            assert!(
+                matches!(error, VerifyError::Reordered { line, expected_at, .. }
+                    if line == first + 1 && expected_at == second + 1),
+                "swap {first}/{second}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn rehashed_forgery_is_found_at_the_entry_after_it() {
+        let mut lines = sample_lines();
+        let mut forged: Value = serde_json::from_str(&lines[4]).unwrap();
+        forged["decision"] = Value::String("deny".into());
+        forged["entry_hash"] = Value::String(entry_hash_of(&forged).unwrap());
+        lines[4] = serde_json::to_string(&forged).unwrap();
+        let error = verify_lines(&lines).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                VerifyError::Unlinked {
+                    line: 7,
+                    previous_line: Some(5),
+                    ..
+                }
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn non_json_and_non_entries_are_errors() {
+        let mut lines = sample_lines();
+        lines[3] = "{\"entry_id\": ".into();
+        let error = verify_lines(&lines).unwrap_err();
+        assert!(
+            matches!(error, VerifyError::NotJson { line: 4, .. }),
+            "{error}"
+        );
+
+        lines[3] = "{\"entry_id\": \"01\", \"session_id\": \"b\", \"entry_hash\": \"\"}".into();
+        let error = verify_lines(&lines).unwrap_err();
+        assert!(
+            matches!(error, VerifyError::Malformed { line: 4, .. }),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn torn_tail_is_reported_then_repaired() {
+        let lines = sample_lines();
+        let intact = lines.join("\n") + "\n";
+        let torn_part = &lines[0][..40];
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), format!("{intact}{torn_part}")).unwrap();
+
+        let report = verify_file(file.path()).unwrap();
+        assert_eq!(report.entries, 10);
+        assert_eq!(
+            report.torn_tail,
+            Some(TornTail {
+                line: 11,
+                offset: intact.len() as u64,
+                bytes: 40
+            })
+        );
+
+        assert_eq!(repair_torn_tail(file.path()).unwrap(), Some(40));
+        assert_eq!(std::fs::read_to_string(file.path()).unwrap(), intact);
+        assert_eq!(verify_file(file.path()).unwrap().torn_tail, None);
+        assert_eq!(repair_torn_tail(file.path()).unwrap(), None);
+    }
+
+    #[test]
+    fn cut_line_followed_by_more_is_an_error_not_a_torn_tail() {
+        let lines = sample_lines();
+        let text = format!("{}\n{}\n", &lines[0][..40], lines[1..].join("\n"));
+        let error = verify_text(&text).unwrap_err();
+        assert!(
+            matches!(error, VerifyError::NotJson { line: 1, .. }),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn unterminated_whole_last_entry_still_counts() {
+        let lines = sample_lines();
+        let report = verify_text(&lines.join("\n")).unwrap();
+        assert_eq!((report.entries, report.torn_tail), (10, None));
+    }
+
+    #[test]
+    fn missing_file_error_names_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("absent.jsonl");
+        let error = verify_file(&path).unwrap_err();
+        assert!(error.to_string().contains("absent.jsonl"), "{error}");
+        assert_eq!(error.line(), None);
+    }
+}

@@ -1,0 +1,203 @@
+//! The single task that owns the log file and group-commits queued lines.
+//!
+//! One writer means lines never interleave and one fsync can cover every
+//! entry that queued up while the previous one ran. Each round it drains the
+//! queue, writes everything in one write, syncs as the [`FsyncMode`] asks,
+//! and only then answers whoever waits.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tokio::fs::File;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::settings::FsyncMode;
+use super::AuditError;
+
+/// How a waiter learns whether its part of a round reached the disk.
+pub(crate) type Ack = oneshot::Sender<Result<(), AuditError>>;
+
+/// What appenders and `flush` send to the writer.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// One finished JSONL line; `ack` is set only in `Always` mode, where
+    /// the appender waits for the covering fsync.
+    Append { line: Vec<u8>, ack: Option<Ack> },
+    /// Answer once everything queued before is written and synced.
+    Flush { ack: Ack },
+}
+
+/// Everything one round commits together.
+#[derive(Default)]
+struct Round {
+    bytes: Vec<u8>,
+    waiters: Vec<Ack>,
+    sync_requested: bool,
+}
+
+impl Round {
+    fn add(&mut self, command: Command) {
+        match command {
+            Command::Append { line, ack } => {
+                self.bytes.extend_from_slice(&line);
+                self.waiters.extend(ack);
+            }
+            Command::Flush { ack } => {
+                self.sync_requested = true;
+                self.waiters.push(ack);
+            }
+        }
+    }
+
+    /// Tells every waiter the round's outcome. A waiter that went away (its
+    /// append was cancelled) needs no answer, so send errors are ignored.
+    fn answer(self, outcome: impl Fn() -> Result<(), AuditError>) {
+        for waiter in self.waiters {
+            let _ = waiter.send(outcome());
+        }
+    }
+}
+
+/// The writer task's state.
+pub(crate) struct Writer {
+    file: File,
+    path: PathBuf,
+    mode: FsyncMode,
+    commands: mpsc::Receiver<Command>,
+    healthy: Arc<AtomicBool>,
+    /// Bytes were written since the last sync.
+    unsynced: bool,
+    last_sync: Instant,
+}
+
+impl Writer {
+    /// Creates the writer; `healthy` is shared with every log handle.
+    pub(crate) fn new(
+        file: File,
+        path: PathBuf,
+        mode: FsyncMode,
+        commands: mpsc::Receiver<Command>,
+        healthy: Arc<AtomicBool>,
+    ) -> Self {
+        Self {
+            file,
+            path,
+            mode,
+            commands,
+            healthy,
+            unsynced: false,
+            last_sync: Instant::now(),
+        }
+    }
+
+    /// Runs until every log handle is dropped, then syncs what is left.
+    pub(crate) async fn run(mut self) {
+        while let Some(first) = self.next_command().await {
+            let round = self.drain(first);
+            self.commit(round).await;
+        }
+        if self.unsynced && self.mode != FsyncMode::Never {
+            self.sync_or_fail().await;
+        }
+    }
+
+    /// Waits for the next command; in `Batch` mode it meanwhile syncs
+    /// written data once the interval since the last sync has passed, so a
+    /// quiet log is durable within [`FsyncMode::BATCH_INTERVAL`].
+    async fn next_command(&mut self) -> Option<Command> {
+        loop {
+            if !(self.mode == FsyncMode::Batch && self.unsynced) {
+                return self.commands.recv().await;
+            }
+            let deadline = self.last_sync + FsyncMode::BATCH_INTERVAL;
+            tokio::select! {
+                command = self.commands.recv() => return command,
+                () = tokio::time::sleep_until(deadline) => self.sync_or_fail().await,
+            }
+        }
+    }
+
+    /// Takes everything already queued, up to the queue's capacity so one
+    /// round cannot grow without bound while appenders keep refilling it.
+    fn drain(&mut self, first: Command) -> Round {
+        let mut round = Round::default();
+        round.add(first);
+        for _ in 1..self.commands.max_capacity() {
+            match self.commands.try_recv() {
+                Ok(command) => round.add(command),
+                Err(_) => break,
+            }
+        }
+        round
+    }
+
+    async fn commit(&mut self, round: Round) {
+        if !self.healthy.load(Ordering::Acquire) {
+            // After a failure nothing more is written: appending behind a
+            // possibly half-written line would corrupt the file's tail.
+            round.answer(|| Err(AuditError::Unavailable));
+            return;
+        }
+        let sync = round.sync_requested || self.sync_due();
+        match self.write(&round.bytes, sync).await {
+            Ok(()) => round.answer(|| Ok(())),
+            Err(error) => {
+                let error = Arc::new(error);
+                self.fail(&error);
+                round.answer(|| Err(AuditError::Write(Arc::clone(&error))));
+            }
+        }
+    }
+
+    /// Whether this round's write must be synced before answering.
+    fn sync_due(&self) -> bool {
+        match self.mode {
+            FsyncMode::Always => true,
+            FsyncMode::Batch => self.last_sync.elapsed() >= FsyncMode::BATCH_INTERVAL,
+            FsyncMode::Never => false,
+        }
+    }
+
+    async fn write(&mut self, bytes: &[u8], sync: bool) -> io::Result<()> {
+        if !bytes.is_empty() {
+            self.file.write_all(bytes).await?;
+            // tokio's File finishes writes in the background; flush surfaces
+            // their errors now instead of at some later call.
+            self.file.flush().await?;
+            self.unsynced = true;
+        }
+        if sync && self.unsynced {
+            self.sync().await?;
+        }
+        Ok(())
+    }
+
+    async fn sync(&mut self) -> io::Result<()> {
+        self.file.sync_data().await?;
+        self.unsynced = false;
+        self.last_sync = Instant::now();
+        Ok(())
+    }
+
+    /// A sync nobody waits for; its failure still makes the log unhealthy.
+    async fn sync_or_fail(&mut self) {
+        if let Err(error) = self.sync().await {
+            self.fail(&error);
+        }
+    }
+
+    fn fail(&mut self, error: &io::Error) {
+        self.unsynced = false;
+        if self.healthy.swap(false, Ordering::AcqRel) {
+            tracing::error!(
+                path = %self.path.display(),
+                %error,
+                "audit log write failed; no further entries will be recorded"
+            );
+        }
+    }
+}

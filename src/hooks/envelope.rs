@@ -1,0 +1,137 @@
+//! The ACS request envelope (§3): what every hook carries.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+use time::format_description::FormatItem;
+use time::macros::format_description;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// The ACS version this proxy speaks.
+pub const ACS_VERSION: &str = "0.1.0";
+
+/// RFC 3339, UTC, millisecond precision: fixed width so that hashed entries
+/// are reproducible byte for byte.
+const TIMESTAMP: &[FormatItem<'static>] =
+    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+
+/// The current time as an RFC 3339 UTC timestamp with milliseconds.
+pub fn now_rfc3339() -> String {
+    OffsetDateTime::now_utc()
+        .format(TIMESTAMP)
+        .unwrap_or_else(|_| "1970-01-01T00:00:00.000Z".to_owned())
+}
+
+/// `params.metadata`: who the agent is and which session this is. Guardians
+/// key policy on these, so every field the proxy knows is filled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metadata {
+    /// The agent (configured, else the client's `clientInfo.name`).
+    pub agent_id: String,
+    /// A UUID per MCP session.
+    pub session_id: Uuid,
+    /// `development` | `staging` | `production`, when configured.
+    pub environment: Option<String>,
+}
+
+impl Metadata {
+    fn to_value(&self) -> Value {
+        let mut map = Map::new();
+        map.insert("agent_id".into(), Value::from(self.agent_id.as_str()));
+        map.insert(
+            "session_id".into(),
+            Value::from(self.session_id.to_string()),
+        );
+        map.insert("platform".into(), Value::from("acs-proxy"));
+        map.insert(
+            "platform_version".into(),
+            Value::from(env!("CARGO_PKG_VERSION")),
+        );
+        if let Some(environment) = &self.environment {
+            map.insert("environment".into(), Value::from(environment.as_str()));
+        }
+        Value::Object(map)
+    }
+}
+
+/// One hook invocation: a method, a fresh `request_id`, when it fired, and
+/// the payload. The tool name rides along for policy matching only.
+#[derive(Debug, Clone)]
+pub struct HookRequest {
+    /// The ACS method, e.g. `protocols/MCP/tools/call` or `steps/toolCallRequest`.
+    pub method: String,
+    /// Unique per hook invocation; the audit entry's `step_id`.
+    pub request_id: Uuid,
+    /// When the hook fired (RFC 3339).
+    pub timestamp: String,
+    /// The method-specific payload.
+    pub payload: Value,
+    /// The tool this hook concerns, if any (not sent on the wire).
+    pub tool: Option<Arc<str>>,
+}
+
+impl HookRequest {
+    /// A hook firing now with a fresh request id.
+    pub fn new(method: impl Into<String>, payload: Value, tool: Option<Arc<str>>) -> Self {
+        Self {
+            method: method.into(),
+            request_id: Uuid::new_v4(),
+            timestamp: now_rfc3339(),
+            payload,
+            tool,
+        }
+    }
+
+    /// The envelope's `params` (§3): the object `request_hash` is computed over.
+    pub fn params(&self, metadata: &Metadata) -> Value {
+        json!({
+            "acs_version": ACS_VERSION,
+            "request_id": self.request_id.to_string(),
+            "timestamp": self.timestamp,
+            "metadata": metadata.to_value(),
+            "payload": self.payload,
+        })
+    }
+
+    /// The whole JSON-RPC request envelope, as a remote Guardian receives it.
+    pub fn envelope(&self, jsonrpc_id: u64, metadata: &Metadata) -> Value {
+        json!({
+            "jsonrpc": "2.0",
+            "id": jsonrpc_id,
+            "method": self.method,
+            "params": self.params(metadata),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamp_is_fixed_width_rfc3339() {
+        let ts = now_rfc3339();
+        assert_eq!(ts.len(), "2026-12-02T11:15:05.123Z".len(), "{ts}");
+        assert!(
+            time::OffsetDateTime::parse(&ts, &time::format_description::well_known::Rfc3339)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn envelope_carries_required_fields() {
+        let metadata = Metadata {
+            agent_id: "agent".into(),
+            session_id: Uuid::new_v4(),
+            environment: None,
+        };
+        let hook = HookRequest::new("steps/sessionStart", json!({}), None);
+        let envelope = hook.envelope(1, &metadata);
+        let params = &envelope["params"];
+        assert_eq!(params["acs_version"], "0.1.0");
+        assert_eq!(params["metadata"]["agent_id"], "agent");
+        assert_eq!(params["metadata"]["platform"], "acs-proxy");
+        assert!(Uuid::parse_str(params["request_id"].as_str().unwrap()).is_ok());
+    }
+}

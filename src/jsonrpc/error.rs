@@ -1,0 +1,67 @@
+//! Error replies written by the proxy itself.
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::RequestId;
+
+/// JSON-RPC error codes the proxy uses on the MCP side.
+///
+/// The standard codes keep their JSON-RPC meaning. The proxy's own codes sit
+/// in -32010..-32019, inside the implementation-defined range that MCP
+/// 2026-07-28 leaves free (-32000..-32019) and clear of the codes MCP
+/// revisions assign themselves (-32002, -32020 and up).
+pub mod codes {
+    /// Not JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// JSON, but not a valid JSON-RPC message (also: duplicate id, oversized message).
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// Internal failure of the proxy.
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// The Guardian (or the failure posture) denied the message.
+    pub const POLICY_DENIED: i64 = -32010;
+    /// The upstream server is gone or failed.
+    pub const UPSTREAM_UNAVAILABLE: i64 = -32011;
+    /// The audit log cannot record, so nothing is let through.
+    pub const AUDIT_UNAVAILABLE: i64 = -32013;
+}
+
+/// Builds `{"jsonrpc":"2.0","id":…,"error":{…}}`; a missing id becomes `null`.
+pub fn error_response(
+    id: Option<&RequestId>,
+    code: i64,
+    message: &str,
+    data: Option<Value>,
+) -> Bytes {
+    let mut error = serde_json::Map::new();
+    error.insert("code".into(), Value::from(code));
+    error.insert("message".into(), Value::from(message));
+    if let Some(data) = data {
+        error.insert("data".into(), data);
+    }
+    let id = id.map(RequestId::to_value).unwrap_or(Value::Null);
+    let mut reply = serde_json::Map::new();
+    reply.insert("jsonrpc".into(), Value::from("2.0"));
+    reply.insert("id".into(), id);
+    reply.insert("error".into(), Value::Object(error));
+    Bytes::from(Value::Object(reply).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_reply_echoes_the_id_exactly() {
+        let id = RequestId::from_json("\"abc\"");
+        let reply = error_response(Some(&id), codes::INVALID_REQUEST, "bad", None);
+        assert_eq!(
+            &reply[..],
+            br#"{"jsonrpc":"2.0","id":"abc","error":{"code":-32600,"message":"bad"}}"#
+        );
+        let reply = error_response(None, codes::PARSE_ERROR, "parse error", None);
+        assert!(std::str::from_utf8(&reply)
+            .unwrap()
+            .contains(r#""id":null"#));
+    }
+}

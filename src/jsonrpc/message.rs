@@ -1,0 +1,303 @@
+//! Classifying one frame without parsing it into a tree.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// What a single JSON-RPC message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageKind {
+    /// Has `method` and `id`: expects a response.
+    Request,
+    /// Has `method`, no `id`.
+    Notification,
+    /// Has `id` and one of `result` / `error`.
+    Response,
+}
+
+/// A request id, kept as its exact JSON text (`1` and `"1"` are different ids).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(Box<str>);
+
+impl RequestId {
+    /// Wraps the JSON text of an id (a JSON string with its quotes, or a number).
+    pub fn from_json(text: &str) -> Self {
+        Self(text.trim().into())
+    }
+
+    /// The id as JSON text, ready to splice into a message.
+    pub fn as_json(&self) -> &str {
+        &self.0
+    }
+
+    /// The id as a JSON value (for hook payloads and audit entries).
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::from_str(&self.0).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One JSON-RPC message: the original bytes plus what the peek found.
+#[derive(Debug, Clone)]
+pub struct Message {
+    /// The message exactly as received (no line terminator).
+    pub bytes: Bytes,
+    /// Request, notification or response.
+    pub kind: MessageKind,
+    /// The id of a request or response.
+    pub id: Option<RequestId>,
+    /// The method of a request or notification.
+    pub method: Option<String>,
+}
+
+impl Message {
+    /// The method, or `""` for responses.
+    pub fn method(&self) -> &str {
+        self.method.as_deref().unwrap_or("")
+    }
+
+    /// Parses the whole message into a tree (key order and number digits
+    /// preserved), for hooks and rewrites.
+    pub fn to_value(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::from_slice(&self.bytes)
+    }
+}
+
+/// One frame read from a transport: a single message or a batch (2025-03-26).
+#[derive(Debug, Clone)]
+pub enum Frame {
+    /// A single message.
+    Single(Message),
+    /// A JSON array of messages; each element keeps its own bytes.
+    Batch(Vec<Message>),
+}
+
+/// Why a frame is not a usable JSON-RPC message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PeekError {
+    /// Not JSON at all (or not UTF-8): answered with -32700.
+    #[error("parse error: {0}")]
+    Parse(String),
+    /// JSON, but not a valid JSON-RPC 2.0 message: answered with -32600.
+    #[error("invalid request: {reason}")]
+    Invalid {
+        /// The id, when one could be read, so the error can echo it.
+        id: Option<RequestId>,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The members the peek reads; everything else stays in the original bytes.
+/// Duplicate members are rejected by serde, which is what we want.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+/// Keeps an explicit `null` as `Some("null")`: `"id": null` is not the same
+/// as no id (a notification), and must be refused on a request.
+fn present<'de, D>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    <&RawValue>::deserialize(deserializer).map(Some)
+}
+
+/// Classifies a frame. Batches are split into their elements, each keeping
+/// its own original bytes.
+pub fn peek_frame(bytes: Bytes) -> Result<Frame, PeekError> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
+    if first == Some(b'[') {
+        return peek_batch(&bytes).map(Frame::Batch);
+    }
+    peek_message(bytes).map(Frame::Single)
+}
+
+fn peek_batch(bytes: &Bytes) -> Result<Vec<Message>, PeekError> {
+    let elements: Vec<&RawValue> =
+        serde_json::from_slice(bytes).map_err(|err| PeekError::Parse(err.to_string()))?;
+    if elements.is_empty() {
+        return Err(PeekError::Invalid {
+            id: None,
+            reason: "empty batch".into(),
+        });
+    }
+    elements
+        .into_iter()
+        .map(|raw| peek_message(bytes.slice_ref(raw.get().as_bytes())))
+        .collect()
+}
+
+fn peek_message(bytes: Bytes) -> Result<Message, PeekError> {
+    let envelope: Envelope<'_> = match serde_json::from_slice(&bytes) {
+        Ok(envelope) => envelope,
+        Err(err) if err.is_data() => {
+            return Err(PeekError::Invalid {
+                id: None,
+                reason: err.to_string(),
+            })
+        }
+        Err(err) => return Err(PeekError::Parse(err.to_string())),
+    };
+    let id = envelope.id.map(|raw| RequestId::from_json(raw.get()));
+    let (kind, method) = classify(&envelope, &id)?;
+    Ok(Message {
+        bytes,
+        kind,
+        id,
+        method,
+    })
+}
+
+fn classify(
+    envelope: &Envelope<'_>,
+    id: &Option<RequestId>,
+) -> Result<(MessageKind, Option<String>), PeekError> {
+    let invalid = |reason: &str| PeekError::Invalid {
+        id: id.clone(),
+        reason: reason.to_owned(),
+    };
+    if envelope.jsonrpc.as_deref() != Some("2.0") {
+        return Err(invalid("`jsonrpc` must be \"2.0\""));
+    }
+    if let Some(params) = envelope.params {
+        let starts = params.get().trim_start().as_bytes().first().copied();
+        if !matches!(starts, Some(b'{') | Some(b'[')) {
+            return Err(invalid("`params` must be an object or an array"));
+        }
+    }
+    match (&envelope.method, id) {
+        (Some(method), Some(id)) => {
+            check_request_id(id).map_err(invalid)?;
+            Ok((MessageKind::Request, Some(method.to_string())))
+        }
+        (Some(method), None) => Ok((MessageKind::Notification, Some(method.to_string()))),
+        (None, Some(_)) => match (envelope.result, envelope.error) {
+            (Some(_), None) | (None, Some(_)) => Ok((MessageKind::Response, None)),
+            _ => Err(invalid(
+                "a response needs exactly one of `result` and `error`",
+            )),
+        },
+        (None, None) => Err(invalid("no `method` and no `id`")),
+    }
+}
+
+/// Request ids are strings or integers (MCP forbids null).
+fn check_request_id(id: &RequestId) -> Result<(), &'static str> {
+    let text = id.as_json();
+    let is_string = text.starts_with('"');
+    let is_integer = text
+        .strip_prefix('-')
+        .unwrap_or(text)
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        && !text.is_empty();
+    if is_string || is_integer {
+        Ok(())
+    } else {
+        Err("a request `id` must be a string or an integer")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn single(text: &str) -> Message {
+        match peek_frame(Bytes::copy_from_slice(text.as_bytes())).unwrap() {
+            Frame::Single(message) => message,
+            Frame::Batch(_) => panic!("expected a single message"),
+        }
+    }
+
+    #[test]
+    fn request_notification_response() {
+        let request = single(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}}"#);
+        assert_eq!(request.kind, MessageKind::Request);
+        assert_eq!(request.id.unwrap().as_json(), "7");
+        assert_eq!(request.method.as_deref(), Some("tools/call"));
+
+        let note = single(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        assert_eq!(note.kind, MessageKind::Notification);
+
+        let response = single(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#);
+        assert_eq!(response.kind, MessageKind::Response);
+        assert_eq!(response.id.unwrap().as_json(), "\"a\"");
+    }
+
+    #[test]
+    fn escaped_method_is_decoded() {
+        let request = single(r#"{"jsonrpc":"2.0","id":1,"method":"tools\/call"}"#);
+        assert_eq!(request.method.as_deref(), Some("tools/call"));
+    }
+
+    #[test]
+    fn not_json_is_a_parse_error() {
+        let err = peek_frame(Bytes::from_static(b"{not json")).unwrap_err();
+        assert!(matches!(err, PeekError::Parse(_)));
+        let err = peek_frame(Bytes::from_static(b"\xff\xfe")).unwrap_err();
+        assert!(matches!(err, PeekError::Parse(_)));
+    }
+
+    #[test]
+    fn invalid_requests_keep_their_id() {
+        let err = peek_frame(Bytes::from_static(
+            br#"{"jsonrpc":"1.0","id":3,"method":"x"}"#,
+        ))
+        .unwrap_err();
+        match err {
+            PeekError::Invalid { id, .. } => assert_eq!(id.unwrap().as_json(), "3"),
+            other => panic!("{other:?}"),
+        }
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","method":"x","params":3}"#,
+            r#"{"jsonrpc":"2.0","method":"x","method":"y"}"#,
+            r#"[]"#,
+            r#"42"#,
+        ] {
+            let err = peek_frame(Bytes::copy_from_slice(text.as_bytes())).unwrap_err();
+            assert!(matches!(err, PeekError::Invalid { .. }), "{text}: {err:?}");
+        }
+    }
+
+    #[test]
+    fn batch_elements_keep_original_bytes() {
+        let text =
+            r#"[{"jsonrpc":"2.0","id":1,"method":"a","x":1e2}, {"jsonrpc":"2.0","method":"b"}]"#;
+        match peek_frame(Bytes::copy_from_slice(text.as_bytes())).unwrap() {
+            Frame::Batch(messages) => {
+                assert_eq!(messages.len(), 2);
+                assert_eq!(
+                    &messages[0].bytes[..],
+                    br#"{"jsonrpc":"2.0","id":1,"method":"a","x":1e2}"#
+                );
+                assert_eq!(messages[1].kind, MessageKind::Notification);
+            }
+            Frame::Single(_) => panic!("expected a batch"),
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! The part of a hook request the policy looks at.
+
+use serde_json::Value;
+
+/// A borrowed view of one hook request, as the embedded Guardian sees it.
+///
+/// Borrowing keeps evaluation free of copies: the caller already holds the
+/// method, the tool name it extracted, and the parsed payload.
+#[derive(Debug, Clone, Copy)]
+pub struct HookView<'a> {
+    /// The ACS method, e.g. `steps/toolCallRequest` or
+    /// `protocols/MCP/tools/call`.
+    pub method: &'a str,
+    /// The tool concerned, when the hook is about a tool call; rules with a
+    /// `tool` glob never match hooks without one.
+    pub tool: Option<&'a str>,
+    /// `params.payload` of the hook request (the MCP message itself for
+    /// wrapped hooks); pointers in rules address this value.
+    pub payload: &'a Value,
+}
+
+impl<'a> HookView<'a> {
+    /// Bundles the three things a rule can look at.
+    pub fn new(method: &'a str, tool: Option<&'a str>, payload: &'a Value) -> Self {
+        Self {
+            method,
+            tool,
+            payload,
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! One compiled rule: when it fires and what it decides.
+
+use super::condition::Condition;
+use super::error::RuleProblem;
+use super::hook::HookView;
+use super::outcome::Outcome;
+use super::pattern::NamePattern;
+use super::spec::RuleSpec;
+use crate::guardian::decision::Decision;
+
+/// A `[[policy.rule]]` ready to evaluate.
+///
+/// The hook pattern is kept for the index, which matches it before the
+/// rule is consulted; [`Rule::applies`] checks everything else.
+#[derive(Debug, Clone)]
+pub(crate) struct Rule {
+    name: String,
+    hook: NamePattern,
+    tool: Option<NamePattern>,
+    condition: Option<Condition>,
+    outcome: Outcome,
+}
+
+impl Rule {
+    /// Compiles one rule; `policy_id` goes into its policy reference.
+    pub(crate) fn compile(spec: &RuleSpec, policy_id: &str) -> Result<Self, RuleProblem> {
+        if spec.name.is_empty() {
+            return Err(RuleProblem::EmptyName);
+        }
+        Ok(Self {
+            name: spec.name.clone(),
+            hook: NamePattern::compile(&spec.hook, "hook")?,
+            tool: spec
+                .tool
+                .as_deref()
+                .map(|tool| NamePattern::compile(tool, "tool"))
+                .transpose()?,
+            condition: spec.matcher.as_ref().map(Condition::compile).transpose()?,
+            outcome: Outcome::compile(spec, policy_id)?,
+        })
+    }
+
+    /// The rule's name (its `rule_id`).
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The `hook` pattern, for indexing.
+    pub(crate) fn hook(&self) -> &NamePattern {
+        &self.hook
+    }
+
+    /// The `tool` pattern, for indexing.
+    pub(crate) fn tool(&self) -> Option<&NamePattern> {
+        self.tool.as_ref()
+    }
+
+    /// Whether the rule fires for `hook`, whose method the caller has
+    /// already matched against [`Rule::hook`].
+    ///
+    /// Cheapest checks first: tool name, then the payload condition, then
+    /// (for redaction) the walk over the payload.
+    pub(crate) fn applies(&self, hook: &HookView<'_>) -> bool {
+        self.tool_matches(hook.tool)
+            && self
+                .condition
+                .as_ref()
+                .is_none_or(|c| c.holds(hook.payload))
+            && self.outcome.applies(hook)
+    }
+
+    /// The decision for a hook this rule applies to.
+    pub(crate) fn decide(&self, hook: &HookView<'_>) -> Decision {
+        self.outcome.decide(hook)
+    }
+
+    /// A `tool` glob limits the rule to hooks about a tool call.
+    fn tool_matches(&self, tool: Option<&str>) -> bool {
+        match (&self.tool, tool) {
+            (None, _) => true,
+            (Some(pattern), Some(name)) => pattern.matches(name),
+            (Some(_), None) => false,
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! One hook through the Guardian, and its audit entry.
+//!
+//! This is where the negotiated contract is applied: hooks the Guardian does
+//! not evaluate are allowed and recorded as `not_evaluated`; a decision that
+//! does not arrive in time falls back to the failure posture, and every such
+//! fallback is recorded (§6.4).
+
+use std::time::Instant;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::audit::{self, AppendReceipt, AuditError, AuditRecord};
+use crate::enforce::Action;
+use crate::guardian::{Decision, DecisionSource, FailurePosture};
+use crate::hooks::HookRequest;
+use crate::jcs;
+use crate::metrics::METRICS;
+use crate::session::{Direction, Session};
+
+/// A decision and where it came from.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    /// The decision to enforce.
+    pub decision: Decision,
+    /// Embedded, remote, posture, not_evaluated or proxy.
+    pub source: DecisionSource,
+    /// Why the posture applied, when it did.
+    pub failure: Option<String>,
+}
+
+/// The MCP message a hook or enforcement event is about.
+#[derive(Debug, Clone)]
+pub struct MessageContext {
+    /// Which way the message travels.
+    pub direction: Direction,
+    /// Its MCP method (for responses: the method answered).
+    pub mcp_method: String,
+    /// Its JSON-RPC id, if any.
+    pub mcp_id: Option<Value>,
+}
+
+/// Asks the Guardian about `hook`. `None` when `cancel` fired first.
+pub async fn decide(
+    session: &Session,
+    hook: &HookRequest,
+    cancel: &CancellationToken,
+) -> Option<Decided> {
+    let negotiated = session.negotiated();
+    if !negotiated.evaluates(&hook.method) {
+        return Some(count(
+            hook,
+            Decided {
+                decision: Decision::allow(),
+                source: DecisionSource::NotEvaluated,
+                failure: None,
+            },
+        ));
+    }
+    let started = Instant::now();
+    let asked = session.guardian.decide(hook, session.metadata());
+    let answer = match negotiated.timeout_for(&hook.method) {
+        Some(limit) => tokio::select! {
+            _ = cancel.cancelled() => return None,
+            answer = tokio::time::timeout(limit, asked) => answer.unwrap_or_else(|_| {
+                Err(crate::guardian::GuardianError::Timeout(limit.as_millis() as u64))
+            }),
+        },
+        None => tokio::select! {
+            _ = cancel.cancelled() => return None,
+            answer = asked => answer,
+        },
+    };
+    METRICS
+        .decision_seconds
+        .observe(started.elapsed().as_secs_f64());
+    let decided = match answer {
+        Ok(decision) => Decided {
+            decision,
+            source: session.guardian.source(),
+            failure: None,
+        },
+        Err(err) => posture(negotiated.on_decision_failure, err.to_string()),
+    };
+    Some(count(hook, decided))
+}
+
+fn posture(posture: FailurePosture, failure: String) -> Decided {
+    let decision = match posture {
+        FailurePosture::Proceed => Decision::allow(),
+        FailurePosture::Deny => Decision::deny(
+            format!("no usable Guardian decision ({failure}); the failure posture is deny"),
+            None,
+        ),
+    };
+    Decided {
+        decision,
+        source: DecisionSource::Posture,
+        failure: Some(failure),
+    }
+}
+
+fn count(hook: &HookRequest, decided: Decided) -> Decided {
+    METRICS.decision(
+        &hook.method,
+        decided.decision.decision.as_str(),
+        decided.source.as_str(),
+    );
+    decided
+}
+
+/// Appends the audit entry for a decided hook.
+pub async fn record_hook(
+    session: &Session,
+    hook: &HookRequest,
+    decided: &Decided,
+    context: &MessageContext,
+    action: Action,
+    detail: Option<String>,
+) -> Result<AppendReceipt, AuditError> {
+    let params = hook.params(session.metadata());
+    let decision = &decided.decision;
+    let mut record = AuditRecord::new(hook.request_id.to_string(), hook.method.as_str())
+        .request_hash(jcs::value_digest(&params))
+        .decision(decision.decision.as_str())
+        .decision_source(decided.source)
+        .reason_codes(decision.reason_codes.clone());
+    if let Some(reasoning) = &decision.reasoning {
+        record = record.reasoning(reasoning.as_str());
+    }
+    if let Some(rule) = decision
+        .policy_references
+        .first()
+        .and_then(|r| r.rule_id.as_deref())
+    {
+        record = record.rule(rule);
+    }
+    if let Some(head) = &decision.chain_hash {
+        record = record.guardian_chain_hash(head.as_str());
+    }
+    if let Some(detail) = detail.or_else(|| decided.failure.clone()) {
+        record = record.detail(detail);
+    }
+    METRICS.enforcement(action.as_str());
+    append(session, with_context(record, context, action)).await
+}
+
+/// Appends an enforcement event (no hook of its own: a posture fallback, an
+/// invalid modification, a hold's outcome, a message refused by the proxy).
+pub async fn record_event(
+    session: &Session,
+    step_id: String,
+    decision: &Decision,
+    context: &MessageContext,
+    action: Action,
+    detail: String,
+) -> Result<AppendReceipt, AuditError> {
+    let mut record = AuditRecord::new(step_id, audit::ENFORCEMENT_STEP_TYPE)
+        .decision(decision.decision.as_str())
+        .decision_source(DecisionSource::Proxy)
+        .reason_codes(decision.reason_codes.clone())
+        .detail(detail);
+    if let Some(reasoning) = &decision.reasoning {
+        record = record.reasoning(reasoning.as_str());
+    }
+    METRICS.enforcement(action.as_str());
+    append(session, with_context(record, context, action)).await
+}
+
+fn with_context(record: AuditRecord, context: &MessageContext, action: Action) -> AuditRecord {
+    let mut record = record.direction(context.direction).action(action);
+    if !context.mcp_method.is_empty() {
+        record = record.mcp_method(context.mcp_method.as_str());
+    }
+    if let Some(id) = &context.mcp_id {
+        record = record.mcp_id(id.clone());
+    }
+    record
+}
+
+async fn append(session: &Session, record: AuditRecord) -> Result<AppendReceipt, AuditError> {
+    match session.audit.append(record).await {
+        Ok(receipt) => {
+            METRICS.audit_entries_total.inc();
+            Ok(receipt)
+        }
+        Err(err) => {
+            METRICS.audit_failures_total.inc();
+            tracing::error!(%err, "audit append failed; failing closed");
+            Err(err)
+        }
+    }
+}

@@ -1,0 +1,404 @@
+//! What happens to one message read from one side: requests, responses and
+//! notifications each take their own path through the hook pipeline and
+//! come out as zero or more [`Delivery`]s.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::decide::{self, MessageContext};
+use super::inventory;
+use super::pump::Outcome;
+use super::stage::{self, Flow, StageResult};
+use crate::enforce::reply::{self, Denial};
+use crate::enforce::{Action, MessageDoc};
+use crate::guardian::Decision;
+use crate::jsonrpc::{codes, error_response, Frame, Message, MessageKind, RequestId};
+use crate::metrics::METRICS;
+use crate::session::{Direction, PendingRequest, PendingState, Session};
+
+/// Where a frame goes once its message has been decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// On to the other side.
+    Forward(Bytes),
+    /// Back to the sender (a blocked request's reply, an error).
+    Reply(Bytes),
+}
+
+/// Handles one frame: a message, or each element of a batch.
+pub async fn handle_frame(
+    session: Arc<Session>,
+    direction: Direction,
+    frame: Frame,
+    detach: &mut Option<oneshot::Sender<Outcome>>,
+) -> Vec<Delivery> {
+    match frame {
+        Frame::Single(message) => handle_message(&session, direction, message, detach).await,
+        Frame::Batch(messages) => handle_batch(&session, direction, messages).await,
+    }
+}
+
+/// A batch (MCP 2025-03-26) is decided element by element, in order. When
+/// every element passes unchanged the original bytes go on as they came;
+/// otherwise the surviving elements go on as a new array and the sender's
+/// replies come back as one array.
+async fn handle_batch(
+    session: &Session,
+    direction: Direction,
+    messages: Vec<Message>,
+) -> Vec<Delivery> {
+    let original: Vec<Bytes> = messages.iter().map(|m| m.bytes.clone()).collect();
+    let mut forwards = Vec::new();
+    let mut replies = Vec::new();
+    for message in messages {
+        if message.method() == "initialize" {
+            replies.push(error_response(
+                message.id.as_ref(),
+                codes::INVALID_REQUEST,
+                "`initialize` must not be part of a JSON-RPC batch",
+                None,
+            ));
+            continue;
+        }
+        for delivery in handle_message(session, direction, message, &mut None).await {
+            match delivery {
+                Delivery::Forward(bytes) => forwards.push(bytes),
+                Delivery::Reply(bytes) => replies.push(bytes),
+            }
+        }
+    }
+    let mut deliveries = Vec::new();
+    if forwards == original {
+        deliveries.push(Delivery::Forward(join_array(&original)));
+    } else if !forwards.is_empty() {
+        deliveries.push(Delivery::Forward(join_array(&forwards)));
+    }
+    if !replies.is_empty() {
+        deliveries.push(Delivery::Reply(join_array(&replies)));
+    }
+    deliveries
+}
+
+fn join_array(elements: &[Bytes]) -> Bytes {
+    let mut out =
+        Vec::with_capacity(elements.iter().map(Bytes::len).sum::<usize>() + elements.len() + 1);
+    out.push(b'[');
+    for (index, element) in elements.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(element);
+    }
+    out.push(b']');
+    Bytes::from(out)
+}
+
+/// Handles one message.
+pub async fn handle_message(
+    session: &Session,
+    direction: Direction,
+    message: Message,
+    detach: &mut Option<oneshot::Sender<Outcome>>,
+) -> Vec<Delivery> {
+    METRICS.message(direction.as_str(), message.method());
+    if let Some(refusal) = refused(session, direction, &message).await {
+        return refusal;
+    }
+    match message.kind {
+        MessageKind::Request => handle_request(session, direction, message, detach).await,
+        MessageKind::Response => handle_response(session, direction, message).await,
+        MessageKind::Notification => handle_notification(session, direction, message).await,
+    }
+}
+
+/// A session whose start (or inventory) was denied serves nothing more.
+async fn refused(
+    session: &Session,
+    direction: Direction,
+    message: &Message,
+) -> Option<Vec<Delivery>> {
+    if direction != Direction::ClientToServer {
+        return None;
+    }
+    let reason = session.learned().refused.clone()?;
+    let decision = Decision::deny(format!("the session was refused: {reason}"), None);
+    let context = context_of(direction, message, message.method());
+    let action = if message.kind == MessageKind::Request {
+        Action::Blocked
+    } else {
+        Action::Dropped
+    };
+    let step = uuid::Uuid::new_v4().to_string();
+    let receipt = decide::record_event(
+        session,
+        step,
+        &decision,
+        &context,
+        action,
+        "session refused".into(),
+    )
+    .await;
+    let entry = receipt.as_ref().ok().map(|r| r.entry_id.as_str());
+    Some(match (&message.kind, &message.id) {
+        (MessageKind::Request, Some(id)) => vec![Delivery::Reply(reply::blocked_request(
+            id,
+            message.method(),
+            &Denial::policy(&decision, entry),
+        ))],
+        _ => Vec::new(),
+    })
+}
+
+fn context_of(direction: Direction, message: &Message, mcp_method: &str) -> MessageContext {
+    MessageContext {
+        direction,
+        mcp_method: mcp_method.to_owned(),
+        mcp_id: message.id.as_ref().map(RequestId::to_value),
+    }
+}
+
+fn parse(message: &Message) -> Result<MessageDoc, Vec<Delivery>> {
+    match message.to_value() {
+        Ok(value) => Ok(MessageDoc::new(message.bytes.clone(), value)),
+        Err(err) => Err(vec![Delivery::Reply(error_response(
+            message.id.as_ref(),
+            codes::PARSE_ERROR,
+            &format!("parse error: {err}"),
+            None,
+        ))]),
+    }
+}
+
+async fn handle_request(
+    session: &Session,
+    direction: Direction,
+    message: Message,
+    detach: &mut Option<oneshot::Sender<Outcome>>,
+) -> Vec<Delivery> {
+    let Some(id) = message.id.clone() else {
+        return Vec::new();
+    };
+    let method = message.method().to_owned();
+    let mut doc = match parse(&message) {
+        Ok(doc) => doc,
+        Err(reply) => return reply,
+    };
+    let tool = tool_name(&method, &doc.value);
+    let cancel = CancellationToken::new();
+    let pending = session.pending_from(direction);
+    let registered = pending.insert(
+        id.clone(),
+        PendingRequest {
+            method: method.clone(),
+            tool: tool.clone(),
+            started: Instant::now(),
+            step_request_id: None,
+            state: PendingState::Deciding,
+            cancel: cancel.clone(),
+        },
+    );
+    if !registered {
+        return vec![Delivery::Reply(error_response(
+            Some(&id),
+            codes::INVALID_REQUEST,
+            "a request with this id is already in flight",
+            None,
+        ))];
+    }
+    if method == "initialize" {
+        inventory::note_initialize_request(session, &doc.value);
+    }
+    let flow = Flow {
+        context: context_of(direction, &message, &method),
+        kind: MessageKind::Request,
+        tool,
+        request_ref: None,
+        duration_ms: 0,
+    };
+    let mut step_request_id = None;
+    for stage in stage::stages(
+        &method,
+        MessageKind::Request,
+        session.config.hooks.tools_call,
+    ) {
+        match stage::run(session, *stage, &mut doc, &flow, &cancel, detach).await {
+            StageResult::Continue { hook_id } => {
+                if *stage == stage::Stage::ToolCallRequest {
+                    step_request_id = hook_id;
+                }
+            }
+            StageResult::Blocked { decision, entry_id } => {
+                pending.remove_blocked(&id);
+                let denial = Denial::policy(&decision, entry_id.as_deref());
+                return vec![Delivery::Reply(reply::blocked_request(
+                    &id, &method, &denial,
+                ))];
+            }
+            StageResult::Cancelled => {
+                pending.remove_blocked(&id);
+                return Vec::new();
+            }
+        }
+    }
+    if cancel.is_cancelled() {
+        pending.remove_blocked(&id);
+        return Vec::new();
+    }
+    pending.update(&id, |request| {
+        request.state = PendingState::Forwarded;
+        request.step_request_id = step_request_id;
+    });
+    vec![Delivery::Forward(doc.into_bytes())]
+}
+
+/// The tool a `tools/call` names, for policy matching and the result hook.
+fn tool_name(method: &str, message: &Value) -> Option<Arc<str>> {
+    if method != "tools/call" {
+        return None;
+    }
+    message["params"]["name"].as_str().map(Arc::from)
+}
+
+async fn handle_response(
+    session: &Session,
+    direction: Direction,
+    message: Message,
+) -> Vec<Delivery> {
+    let Some(id) = message.id.clone() else {
+        return Vec::new();
+    };
+    // A response answers a request that travelled the other way.
+    let Some(request) = session.pending_from(direction.reverse()).remove(&id) else {
+        return unmatched_response(session, direction, &message).await;
+    };
+    let mut doc = match parse(&message) {
+        Ok(doc) => doc,
+        Err(_) => return Vec::new(),
+    };
+    let flow = Flow {
+        context: context_of(direction, &message, &request.method),
+        kind: MessageKind::Response,
+        tool: request.tool.clone(),
+        request_ref: request.step_request_id,
+        duration_ms: u64::try_from(request.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    };
+    let cancel = CancellationToken::new();
+    let stages = stage::stages(
+        &request.method,
+        MessageKind::Response,
+        session.config.hooks.tools_call,
+    );
+    for stage in stages {
+        match stage::run(session, *stage, &mut doc, &flow, &cancel, &mut None).await {
+            StageResult::Continue { .. } => {}
+            StageResult::Blocked { decision, entry_id } => {
+                let denial = Denial::policy(&decision, entry_id.as_deref());
+                return vec![Delivery::Forward(reply::blocked_response(
+                    &id,
+                    &request.method,
+                    &denial,
+                ))];
+            }
+            StageResult::Cancelled => return Vec::new(),
+        }
+    }
+    if let Some(blocked) =
+        inventory::observe_response(session, &request.method, &doc.value, &flow.context).await
+    {
+        let denial = Denial::policy(&blocked.decision, blocked.entry_id.as_deref());
+        return vec![Delivery::Forward(reply::blocked_response(
+            &id,
+            &request.method,
+            &denial,
+        ))];
+    }
+    vec![Delivery::Forward(doc.into_bytes())]
+}
+
+/// A response to nothing in flight is not passed on: the other side never
+/// asked, or already gave up. It is recorded so it is not lost silently.
+async fn unmatched_response(
+    session: &Session,
+    direction: Direction,
+    message: &Message,
+) -> Vec<Delivery> {
+    let context = context_of(direction, message, "");
+    let decision = Decision::deny("response to no request in flight", None);
+    let step = uuid::Uuid::new_v4().to_string();
+    let detail = "dropped a response whose id matches no request in flight".to_owned();
+    let _ = decide::record_event(session, step, &decision, &context, Action::Dropped, detail).await;
+    Vec::new()
+}
+
+async fn handle_notification(
+    session: &Session,
+    direction: Direction,
+    message: Message,
+) -> Vec<Delivery> {
+    let method = message.method().to_owned();
+    let mut doc = match parse(&message) {
+        Ok(doc) => doc,
+        Err(_) => return Vec::new(),
+    };
+    if method == "notifications/cancelled" && cancels_unforwarded(session, direction, &doc.value) {
+        let context = context_of(direction, &message, &method);
+        let detail = "cancellation of a request that was never forwarded; not passed on".to_owned();
+        let step = uuid::Uuid::new_v4().to_string();
+        let _ = decide::record_event(
+            session,
+            step,
+            &Decision::allow(),
+            &context,
+            Action::Dropped,
+            detail,
+        )
+        .await;
+        return Vec::new();
+    }
+    inventory::note_notification(session, &method);
+    let flow = Flow {
+        context: context_of(direction, &message, &method),
+        kind: MessageKind::Notification,
+        tool: None,
+        request_ref: None,
+        duration_ms: 0,
+    };
+    let cancel = CancellationToken::new();
+    for stage in stage::stages(
+        &method,
+        MessageKind::Notification,
+        session.config.hooks.tools_call,
+    ) {
+        match stage::run(session, *stage, &mut doc, &flow, &cancel, &mut None).await {
+            StageResult::Continue { .. } => {}
+            StageResult::Blocked { .. } | StageResult::Cancelled => return Vec::new(),
+        }
+    }
+    vec![Delivery::Forward(doc.into_bytes())]
+}
+
+/// A cancellation of a request still being decided or held cancels that
+/// decision; it is passed on only if the request itself was (DESIGN §4).
+fn cancels_unforwarded(session: &Session, direction: Direction, notification: &Value) -> bool {
+    let Some(raw_id) = notification["params"].get("requestId") else {
+        return false;
+    };
+    let id = RequestId::from_json(&raw_id.to_string());
+    let pending = session.pending_from(direction);
+    if pending.was_blocked(&id) {
+        return true;
+    }
+    match pending.get(&id) {
+        Some(request) if request.state != PendingState::Forwarded => {
+            request.cancel.cancel();
+            pending.remove_blocked(&id);
+            true
+        }
+        _ => false,
+    }
+}

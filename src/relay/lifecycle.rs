@@ -1,0 +1,130 @@
+//! Session start and end: the handshake with the Guardian and
+//! `steps/sessionStart` before the first client message moves, and
+//! `steps/sessionEnd` sealing the audit chain when either side closes.
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::decide::{self, MessageContext};
+use crate::enforce::Action;
+use crate::guardian::{Disposition, FailurePosture};
+use crate::hooks::lifecycle::{
+    session_end_payload, session_start_payload, SessionEndReason, SessionStartInfo,
+};
+use crate::hooks::{self, HookRequest, Metadata};
+use crate::jsonrpc::Frame;
+use crate::session::{Direction, Session};
+
+/// Runs the session start the first time the client sends anything.
+pub async fn start_once(session: &Session, first: &Frame) {
+    if session.begin() {
+        start(session, first).await;
+    }
+}
+
+async fn start(session: &Session, first: &Frame) {
+    let initialize = match first {
+        Frame::Single(message) if message.method() == "initialize" => message.to_value().ok(),
+        _ => None,
+    };
+    let params = initialize.as_ref().map(|m| &m["params"]);
+    let client_info = params.and_then(|p| p.get("clientInfo")).cloned();
+    session.set_metadata(Metadata {
+        agent_id: agent_id(session, client_info.as_ref()),
+        session_id: session.session_id,
+        environment: session.config.hooks.environment.clone(),
+    });
+    handshake(session).await;
+    let info = SessionStartInfo {
+        transport: "stdio",
+        upstream: session.upstream.clone(),
+        client_info,
+        protocol_version: params
+            .and_then(|p| p.get("protocolVersion"))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+    };
+    let hook = HookRequest::new(hooks::SESSION_START, session_start_payload(&info), None);
+    let context = lifecycle_context("initialize");
+    let Some(decided) = decide::decide(session, &hook, &CancellationToken::new()).await else {
+        return;
+    };
+    let denied = decided.decision.decision == Disposition::Deny;
+    let action = if denied {
+        Action::Blocked
+    } else {
+        Action::Recorded
+    };
+    let recorded = decide::record_hook(session, &hook, &decided, &context, action, None).await;
+    let refusal = match (denied, recorded) {
+        (true, _) => decided
+            .decision
+            .reasoning
+            .clone()
+            .or(Some("session start denied".into())),
+        (false, Err(err)) => Some(format!("the audit log cannot record ({err})")),
+        (false, Ok(_)) => None,
+    };
+    if refusal.is_some() {
+        session.learned().refused = refusal;
+    }
+}
+
+/// `hooks.agent_id`, else the client's `clientInfo.name`.
+fn agent_id(session: &Session, client_info: Option<&Value>) -> String {
+    session
+        .config
+        .hooks
+        .agent_id
+        .clone()
+        .or_else(|| {
+            client_info
+                .and_then(|info| info.get("name"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "unknown-agent".to_owned())
+}
+
+/// The ACS handshake. A Guardian that cannot be reached leaves the session
+/// on the startup posture: proceed (recorded), or refuse.
+async fn handshake(session: &Session) {
+    match session.guardian.hello(session.metadata()).await {
+        Ok(negotiated) => session.set_negotiated(negotiated),
+        Err(err) => {
+            tracing::warn!(%err, "the Guardian handshake failed; the session runs on its startup posture");
+            let negotiated = crate::guardian::Negotiated {
+                on_decision_failure: FailurePosture::Proceed,
+                ..Default::default()
+            };
+            session.set_negotiated(negotiated);
+        }
+    }
+}
+
+/// Seals the session's audit chain with `steps/sessionEnd`.
+pub async fn end(session: &Session, reason: SessionEndReason) {
+    if !session.finish() {
+        return;
+    }
+    let head = session.audit.head();
+    let payload = session_end_payload(reason, head.as_deref());
+    let hook = HookRequest::new(hooks::SESSION_END, payload, None);
+    let Some(decided) = decide::decide(session, &hook, &CancellationToken::new()).await else {
+        return;
+    };
+    let context = lifecycle_context("");
+    if let Err(err) =
+        decide::record_hook(session, &hook, &decided, &context, Action::Recorded, None).await
+    {
+        tracing::error!(%err, "could not seal the audit chain");
+    }
+}
+
+fn lifecycle_context(mcp_method: &str) -> MessageContext {
+    MessageContext {
+        direction: Direction::ClientToServer,
+        mcp_method: mcp_method.to_owned(),
+        mcp_id: None,
+    }
+}

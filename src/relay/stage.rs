@@ -1,0 +1,353 @@
+//! The hook pipeline for one MCP message: each stage builds a hook from the
+//! message as the previous stage left it, asks the Guardian, and applies
+//! the decision (DESIGN §3.2: deny at any stage stops).
+
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::decide::{self, Decided, MessageContext};
+use super::pump::Outcome;
+use crate::audit::AppendReceipt;
+use crate::config::ToolsCallHooks;
+use crate::enforce::modify::{self, ModifyError, OutputMap, Target};
+use crate::enforce::{approval, Action, MessageDoc};
+use crate::guardian::{Decision, Disposition};
+use crate::hooks::{self, mcp, tool_call, HookRequest};
+use crate::jsonrpc::MessageKind;
+use crate::session::Session;
+
+/// One hook the message passes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// `protocols/MCP/<method>` with the message as payload.
+    Wrapped,
+    /// `steps/toolCallRequest` synthesized from a `tools/call` request.
+    ToolCallRequest,
+    /// `steps/toolCallResult` synthesized from a `tools/call` response.
+    ToolCallResult,
+}
+
+/// The stages for a message; `tools/call` follows `hooks.tools_call`.
+pub fn stages(mcp_method: &str, kind: MessageKind, mode: ToolsCallHooks) -> &'static [Stage] {
+    if mcp_method != "tools/call" || kind == MessageKind::Notification {
+        return &[Stage::Wrapped];
+    }
+    match (kind, mode) {
+        (_, ToolsCallHooks::Wrapped) => &[Stage::Wrapped],
+        (MessageKind::Request, ToolsCallHooks::Steps) => &[Stage::ToolCallRequest],
+        (MessageKind::Request, ToolsCallHooks::Both) => &[Stage::Wrapped, Stage::ToolCallRequest],
+        (_, ToolsCallHooks::Steps) => &[Stage::ToolCallResult],
+        (_, ToolsCallHooks::Both) => &[Stage::Wrapped, Stage::ToolCallResult],
+    }
+}
+
+/// What the pipeline knows about the message beyond its content.
+#[derive(Debug, Clone)]
+pub struct Flow {
+    /// Direction, method and id, for hooks and audit entries.
+    pub context: MessageContext,
+    /// Request, response or notification.
+    pub kind: MessageKind,
+    /// The tool of a `tools/call`.
+    pub tool: Option<Arc<str>>,
+    /// For a `tools/call` response: the `steps/toolCallRequest` request id.
+    pub request_ref: Option<Uuid>,
+    /// For a `tools/call` response: how long the call took.
+    pub duration_ms: u64,
+}
+
+/// How a stage ended.
+#[derive(Debug)]
+pub enum StageResult {
+    /// Go on to the next stage (or forward).
+    Continue {
+        /// The hook's request id (`steps/toolCallRequest`'s becomes `request_id_ref`).
+        hook_id: Option<Uuid>,
+    },
+    /// Stop: the message is blocked for this reason.
+    Blocked {
+        /// The deny (policy, posture, proxy or audit failure).
+        decision: Box<Decision>,
+        /// The audit entry recording it.
+        entry_id: Option<String>,
+    },
+    /// The message was cancelled while being decided or held.
+    Cancelled,
+}
+
+/// Runs one stage over `doc`. `detach` is the in-order delivery slot: a
+/// hold releases it so later messages are not stuck behind an approval.
+pub async fn run(
+    session: &Session,
+    stage: Stage,
+    doc: &mut MessageDoc,
+    flow: &Flow,
+    cancel: &CancellationToken,
+    detach: &mut Option<oneshot::Sender<Outcome>>,
+) -> StageResult {
+    let Some((hook, sources)) = build_hook(session, stage, doc, flow) else {
+        return StageResult::Continue { hook_id: None };
+    };
+    let Some(decided) = decide::decide(session, &hook, cancel).await else {
+        return StageResult::Cancelled;
+    };
+    match decided.decision.decision {
+        Disposition::Allow => record(session, &hook, &decided, flow, Action::Forwarded, None).await,
+        Disposition::Deny => block(session, &hook, &decided, flow).await,
+        Disposition::Modify => modify(session, &hook, &decided, doc, flow, stage, sources).await,
+        Disposition::Ask | Disposition::Defer => {
+            hold(session, &hook, &decided, flow, cancel, detach).await
+        }
+    }
+}
+
+fn build_hook(
+    session: &Session,
+    stage: Stage,
+    doc: &MessageDoc,
+    flow: &Flow,
+) -> Option<(HookRequest, OutputMap)> {
+    let provider = session.upstream.as_str();
+    match stage {
+        Stage::Wrapped => {
+            let method = mcp::wrapped_method(&flow.context.mcp_method);
+            let hook = HookRequest::new(method, doc.value.clone(), flow.tool.clone());
+            Some((hook, OutputMap(Vec::new())))
+        }
+        Stage::ToolCallRequest => {
+            let payload = tool_call::request_payload(&doc.value, provider)?;
+            let hook = HookRequest::new(hooks::TOOL_CALL_REQUEST, payload, flow.tool.clone());
+            Some((hook, OutputMap(Vec::new())))
+        }
+        Stage::ToolCallResult => {
+            let tool = flow.tool.as_deref().unwrap_or("unknown");
+            let result = tool_call::result_payload(
+                &doc.value,
+                tool,
+                provider,
+                flow.request_ref,
+                flow.duration_ms,
+            );
+            let hook = HookRequest::new(hooks::TOOL_CALL_RESULT, result.payload, flow.tool.clone());
+            Some((hook, OutputMap(result.sources)))
+        }
+    }
+}
+
+async fn record(
+    session: &Session,
+    hook: &HookRequest,
+    decided: &Decided,
+    flow: &Flow,
+    action: Action,
+    detail: Option<String>,
+) -> StageResult {
+    match decide::record_hook(session, hook, decided, &flow.context, action, detail).await {
+        Ok(_) => StageResult::Continue {
+            hook_id: Some(hook.request_id),
+        },
+        Err(err) => audit_failed(err),
+    }
+}
+
+async fn block(
+    session: &Session,
+    hook: &HookRequest,
+    decided: &Decided,
+    flow: &Flow,
+) -> StageResult {
+    let action = blocked_action(flow.kind);
+    match decide::record_hook(session, hook, decided, &flow.context, action, None).await {
+        Ok(receipt) => StageResult::Blocked {
+            decision: Box::new(decided.decision.clone()),
+            entry_id: Some(receipt.entry_id),
+        },
+        Err(err) => audit_failed(err),
+    }
+}
+
+/// A blocked notification is dropped; anything else is answered.
+fn blocked_action(kind: MessageKind) -> Action {
+    match kind {
+        MessageKind::Notification => Action::Dropped,
+        _ => Action::Blocked,
+    }
+}
+
+async fn modify(
+    session: &Session,
+    hook: &HookRequest,
+    decided: &Decided,
+    doc: &mut MessageDoc,
+    flow: &Flow,
+    stage: Stage,
+    sources: OutputMap,
+) -> StageResult {
+    let applied = match &decided.decision.modifications {
+        Some(modifications) => apply_modifications(doc, modifications, stage, flow.kind, &sources),
+        None => Err(ModifyError::Empty),
+    };
+    match applied {
+        Ok(()) => {
+            doc.mark_rewritten();
+            record(session, hook, decided, flow, Action::Rewritten, None).await
+        }
+        Err(err) => refuse_modification(session, hook, decided, flow, err).await,
+    }
+}
+
+fn apply_modifications(
+    doc: &mut MessageDoc,
+    modifications: &crate::guardian::decision::Modifications,
+    stage: Stage,
+    kind: MessageKind,
+    sources: &OutputMap,
+) -> Result<(), ModifyError> {
+    match stage {
+        Stage::Wrapped => {
+            let target = match kind {
+                MessageKind::Request => Target::WrappedMcpRequest,
+                _ => Target::WrappedMcpResponse,
+            };
+            modify::apply(&mut doc.value, modifications, target)
+        }
+        Stage::ToolCallRequest => modify::tool_request_to_mcp(modifications)?.apply(&mut doc.value),
+        Stage::ToolCallResult => {
+            let mapped = modify::tool_result_to_mcp(modifications, sources)?;
+            modify::apply(&mut doc.value, &mapped, Target::WrappedMcpResponse)
+        }
+    }
+}
+
+/// §6.3/§6.5: a modification that cannot be applied is a deny, recorded
+/// with the reason; `modify_unsupported` when the change is of a kind this
+/// message cannot take at all.
+async fn refuse_modification(
+    session: &Session,
+    hook: &HookRequest,
+    decided: &Decided,
+    flow: &Flow,
+    err: ModifyError,
+) -> StageResult {
+    let code = match err {
+        ModifyError::ModifiedContentUnsupported { .. }
+        | ModifyError::OverridesUnsupported { .. } => "modify_unsupported",
+        _ => "invalid_modification",
+    };
+    let denial = Decision::deny(
+        format!("the requested modification cannot be applied: {err}"),
+        Some(code),
+    );
+    let action = blocked_action(flow.kind);
+    let detail = Some(format!("modification refused: {err}"));
+    if let Err(err) =
+        decide::record_hook(session, hook, decided, &flow.context, action, detail).await
+    {
+        return audit_failed(err);
+    }
+    let event = decide::record_event(
+        session,
+        hook.request_id.to_string(),
+        &denial,
+        &flow.context,
+        action,
+        format!("{code}: {err}"),
+    )
+    .await;
+    blocked_with(denial, event)
+}
+
+async fn hold(
+    session: &Session,
+    hook: &HookRequest,
+    decided: &Decided,
+    flow: &Flow,
+    cancel: &CancellationToken,
+    detach: &mut Option<oneshot::Sender<Outcome>>,
+) -> StageResult {
+    if let Err(err) =
+        decide::record_hook(session, hook, decided, &flow.context, Action::Held, None).await
+    {
+        return audit_failed(err);
+    }
+    if let Some(slot) = detach.take() {
+        let _ = slot.send(Outcome::Detached);
+    }
+    let Some(resolution) = approval::resolve(session, &decided.decision, hook, cancel).await else {
+        return StageResult::Cancelled;
+    };
+    let allowed = resolution.decision.decision == Disposition::Allow;
+    let action = if allowed {
+        Action::Forwarded
+    } else {
+        blocked_action(flow.kind)
+    };
+    let event = decide::record_event(
+        session,
+        hook.request_id.to_string(),
+        &resolution.decision,
+        &flow.context,
+        action,
+        resolution.detail,
+    )
+    .await;
+    match (allowed, event) {
+        (true, Ok(_)) => StageResult::Continue {
+            hook_id: Some(hook.request_id),
+        },
+        (_, event) => blocked_with(resolution.decision, event),
+    }
+}
+
+fn blocked_with(
+    decision: Decision,
+    event: Result<AppendReceipt, crate::audit::AuditError>,
+) -> StageResult {
+    match event {
+        Ok(receipt) => StageResult::Blocked {
+            decision: Box::new(decision),
+            entry_id: Some(receipt.entry_id),
+        },
+        Err(err) => audit_failed(err),
+    }
+}
+
+/// Nothing passes that could not be recorded.
+fn audit_failed(err: crate::audit::AuditError) -> StageResult {
+    StageResult::Blocked {
+        decision: Box::new(Decision::deny(
+            format!("the audit log cannot record this decision ({err}); failing closed"),
+            Some("audit_unavailable"),
+        )),
+        entry_id: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_call_stages_follow_the_mode() {
+        use MessageKind::*;
+        use ToolsCallHooks::*;
+        assert_eq!(
+            stages("tools/call", Request, Both),
+            &[Stage::Wrapped, Stage::ToolCallRequest]
+        );
+        assert_eq!(
+            stages("tools/call", Response, Both),
+            &[Stage::Wrapped, Stage::ToolCallResult]
+        );
+        assert_eq!(
+            stages("tools/call", Request, Steps),
+            &[Stage::ToolCallRequest]
+        );
+        assert_eq!(stages("tools/call", Response, Wrapped), &[Stage::Wrapped]);
+        assert_eq!(stages("resources/read", Request, Steps), &[Stage::Wrapped]);
+        assert_eq!(stages("tools/call", Notification, Steps), &[Stage::Wrapped]);
+    }
+}

@@ -1,0 +1,149 @@
+//! The task that owns one outgoing byte stream.
+//!
+//! Everything written to a peer goes through one [`FrameWriter`], so frames
+//! from different tasks never interleave, and bursts are coalesced into one
+//! write and one flush.
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Frames coalesced into one write at most.
+const MAX_BATCH: usize = 64;
+
+/// A cloneable handle for queueing newline-terminated frames to one peer.
+#[derive(Debug, Clone)]
+pub struct FrameWriter {
+    tx: mpsc::Sender<Bytes>,
+    close: CancellationToken,
+}
+
+/// The peer stopped accepting frames (it closed, or a write failed).
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the peer is no longer writable")]
+pub struct WriterClosed;
+
+impl FrameWriter {
+    /// Starts the writer task over `sink`; `capacity` frames may queue
+    /// before senders wait (backpressure).
+    pub fn spawn<W>(sink: W, capacity: usize) -> (FrameWriter, JoinHandle<std::io::Result<()>>)
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (tx, rx) = mpsc::channel(capacity);
+        let close = CancellationToken::new();
+        let task = tokio::spawn(run(sink, rx, close.clone()));
+        (FrameWriter { tx, close }, task)
+    }
+
+    /// Queues one frame (without its newline).
+    pub async fn send(&self, frame: Bytes) -> Result<(), WriterClosed> {
+        self.tx.send(frame).await.map_err(|_| WriterClosed)
+    }
+
+    /// Reserves room for one frame, so that a later send cannot wait.
+    pub async fn reserve(&self) -> Result<mpsc::Permit<'_, Bytes>, WriterClosed> {
+        self.tx.reserve().await.map_err(|_| WriterClosed)
+    }
+
+    /// Writes what is already queued, then closes the stream (for a child
+    /// process: closes its stdin), even while other handles still exist.
+    pub fn close(&self) {
+        self.close.cancel();
+    }
+
+    /// Whether the writer task has stopped.
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+}
+
+async fn run<W>(
+    mut sink: W,
+    mut rx: mpsc::Receiver<Bytes>,
+    close: CancellationToken,
+) -> std::io::Result<()>
+where
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = BytesMut::new();
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    loop {
+        let received = tokio::select! {
+            biased;
+            received = rx.recv_many(&mut batch, MAX_BATCH) => received,
+            _ = close.cancelled() => {
+                rx.close();
+                while let Ok(frame) = rx.try_recv() {
+                    batch.push(frame);
+                }
+                write_batch(&mut sink, &mut buf, &mut batch).await?;
+                break;
+            }
+        };
+        if received == 0 {
+            break;
+        }
+        write_batch(&mut sink, &mut buf, &mut batch).await?;
+    }
+    sink.shutdown().await
+}
+
+async fn write_batch<W>(
+    sink: &mut W,
+    buf: &mut BytesMut,
+    batch: &mut Vec<Bytes>,
+) -> std::io::Result<()>
+where
+    W: AsyncWrite + Unpin,
+{
+    if batch.is_empty() {
+        return Ok(());
+    }
+    for frame in batch.drain(..) {
+        buf.extend_from_slice(&frame);
+        buf.extend_from_slice(b"\n");
+    }
+    sink.write_all(buf).await?;
+    sink.flush().await?;
+    buf.clear();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    #[tokio::test]
+    async fn frames_are_newline_terminated_in_order() {
+        let (client, mut server) = tokio::io::duplex(1024);
+        let (writer, task) = FrameWriter::spawn(client, 4);
+        writer.send(Bytes::from_static(b"one")).await.unwrap();
+        writer.send(Bytes::from_static(b"two")).await.unwrap();
+        drop(writer);
+        task.await.unwrap().unwrap();
+        let mut out = String::new();
+        server.read_to_string(&mut out).await.unwrap();
+        assert_eq!(out, "one\ntwo\n");
+    }
+
+    #[tokio::test]
+    async fn close_flushes_queued_frames_while_handles_remain() {
+        let (client, mut server) = tokio::io::duplex(1024);
+        let (writer, task) = FrameWriter::spawn(client, 4);
+        let other_handle = writer.clone();
+        writer.send(Bytes::from_static(b"last")).await.unwrap();
+        writer.close();
+        task.await.unwrap().unwrap();
+        let mut out = String::new();
+        server.read_to_string(&mut out).await.unwrap();
+        assert_eq!(out, "last\n");
+        assert!(other_handle
+            .send(Bytes::from_static(b"late"))
+            .await
+            .is_err());
+    }
+}
