@@ -75,6 +75,11 @@ pub struct ContextEntry {
     /// Digest of arguments or results, stored instead of the content itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_digest: Option<String>,
+    /// The hook request's `params` in full, only when `[audit]
+    /// record_content` is on (by default arguments and results are kept
+    /// only as the digest in `request_hash`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_params: Option<Value>,
     /// Free-form detail for enforcement events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -127,6 +132,7 @@ mod tests {
             action: None,
             guardian_chain_hash: None,
             content_digest: None,
+            hook_params: None,
             detail: None,
             previous_hash: None,
             entry_hash: "h".into(),

@@ -56,6 +56,7 @@ impl AuditRecord {
                 action: None,
                 guardian_chain_hash: None,
                 content_digest: None,
+                hook_params: None,
                 detail: None,
                 previous_hash: None,
                 entry_hash: String::new(),
@@ -132,6 +133,12 @@ impl AuditRecord {
     /// Sets the digest of arguments or results.
     pub fn content_digest(mut self, digest: impl Into<String>) -> Self {
         self.entry.content_digest = Some(digest.into());
+        self
+    }
+
+    /// Keeps the hook request's full `params` in the entry.
+    pub fn hook_params(mut self, params: Value) -> Self {
+        self.entry.hook_params = Some(params);
         self
     }
 

@@ -225,6 +225,11 @@ pub struct AuditConfig {
     /// When appends reach the disk.
     #[serde(default)]
     pub fsync: FsyncMode,
+    /// Keep each hook's full `params` (arguments, results, the MCP message)
+    /// in its entry. Off by default: entries then hold only digests, so the
+    /// log carries no secrets that passed through the proxy.
+    #[serde(default)]
+    pub record_content: bool,
 }
 
 impl Default for AuditConfig {
@@ -232,6 +237,7 @@ impl Default for AuditConfig {
         Self {
             path: default_audit_path(),
             fsync: FsyncMode::default(),
+            record_content: false,
         }
     }
 }

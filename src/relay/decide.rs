@@ -138,6 +138,9 @@ pub async fn record_hook(
     if let Some(head) = &decision.chain_hash {
         record = record.guardian_chain_hash(head.as_str());
     }
+    if session.config.audit.record_content {
+        record = record.hook_params(params);
+    }
     if let Some(detail) = detail.or_else(|| decided.failure.clone()) {
         record = record.detail(detail);
     }
