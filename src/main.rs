@@ -136,7 +136,11 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(config)) {
+    let outcome = runtime.block_on(serve(config));
+    // The thread blocked reading the agent's stdin cannot be interrupted;
+    // everything that matters has been flushed by now, so do not wait for it.
+    runtime.shutdown_background();
+    match outcome {
         Ok(code) => code,
         Err(err) => {
             eprintln!("acs-proxy: {err}");

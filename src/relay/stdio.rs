@@ -125,6 +125,7 @@ pub async fn run_stdio(
     if let Err(err) = audit.flush().await {
         tracing::error!(%err, "the audit log could not be flushed");
     }
+    server_writer.close();
     downstream.writer.close();
     let _ = downstream.writer_task.await;
     let _ = server_writer_task.await;

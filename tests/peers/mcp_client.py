@@ -18,6 +18,11 @@ Scenarios:
          `none` and the server has one), then the --call calls.
   calls  initialize, tools/list, then the --call calls only.
 
+With --elicitation accept, each elicitation/create is answered `accept` with
+a fixed form (name, check, email, integer; only the keys the requested schema
+names) and every other boolean the schema asks for set to true, so a yes/no
+approval request (acs-proxy's ASK) is approved; `decline` declines them.
+
 Tool choice is automatic for server-everything (trigger-long-running-operation,
 trigger-sampling-request, trigger-elicitation-request) and for the acs-proxy
 demo server (slow, sample); override with --progress-tool/--sampling-tool/
@@ -313,6 +318,22 @@ class Runner:
         await self.extra_calls()
 
 
+def _accept_content(params: Any) -> dict[str, Any]:
+    """The content of an `accept` answer: ELICITATION_ACCEPT_CONTENT, limited to the
+    requested schema's properties when it names any, and every other boolean
+    property of the schema answered True (so a yes/no approval such as acs-proxy's
+    `{"approve": boolean}` is approved)."""
+    schema = getattr(params, "requested_schema", None) or {}
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict) or not properties:
+        return dict(ELICITATION_ACCEPT_CONTENT)
+    content: dict[str, Any] = {k: v for k, v in ELICITATION_ACCEPT_CONTENT.items() if k in properties}
+    for key, spec in properties.items():
+        if key not in content and isinstance(spec, dict) and spec.get("type") == "boolean":
+            content[key] = True
+    return content
+
+
 def _callbacks(args: argparse.Namespace) -> dict[str, Any]:
     async def sampling(context: ClientRequestContext, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
         return types.CreateMessageResult(
@@ -324,7 +345,7 @@ def _callbacks(args: argparse.Namespace) -> dict[str, Any]:
 
     async def elicitation(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
         if args.elicitation == "accept":
-            return types.ElicitResult(action="accept", content=ELICITATION_ACCEPT_CONTENT)
+            return types.ElicitResult(action="accept", content=_accept_content(params))
         return types.ElicitResult(action="decline")
 
     callbacks: dict[str, Any] = {"sampling_callback": sampling}

@@ -108,6 +108,21 @@ impl Scratch {
         self.config(&command, extra)
     }
 
+    /// Like [`Scratch::demo_config`], with `record_content = true` added to
+    /// the `[audit]` section the config always has: every audit entry then
+    /// carries `hook_params`, the exact `params` the proxy built for its hook.
+    pub fn demo_config_recording_content(&self, extra: &str) -> PathBuf {
+        let path = self.demo_config(extra);
+        let text = std::fs::read_to_string(&path).expect("read config");
+        assert!(
+            text.starts_with("[[upstream]]") && text.contains("\n[audit]\n"),
+            "unexpected config layout:\n{text}"
+        );
+        let text = text.replacen("\n[audit]\n", "\n[audit]\nrecord_content = true\n", 1);
+        std::fs::write(&path, text).expect("write config");
+        path
+    }
+
     /// Writes a `proxy.toml` in front of `command`.
     pub fn config(&self, command: &[String], extra: &str) -> PathBuf {
         let command = command
@@ -221,6 +236,13 @@ impl Proxy {
         let stdin = self.stdin.as_mut().expect("stdin open");
         stdin.write_all(text.as_bytes()).expect("write");
         stdin.write_all(b"\n").expect("write");
+        stdin.flush().expect("flush");
+    }
+
+    /// Writes raw bytes as they are (for invalid UTF-8).
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).expect("write");
         stdin.flush().expect("flush");
     }
 

@@ -1,0 +1,161 @@
+//! The command line and the operations surface: metrics and health,
+//! `audit verify`, `config check`, the zero-config form and the README demo.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::{tool_call, Proxy, Scratch};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    Some(response)
+}
+
+fn wait_for_http(port: u16, path: &str) -> String {
+    let deadline = Instant::now() + support::WAIT;
+    loop {
+        if let Some(response) = http_get(port, path) {
+            return response;
+        }
+        assert!(Instant::now() < deadline, "nothing served on port {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn metrics_and_health_are_served() {
+    let scratch = Scratch::new();
+    let port = free_port();
+    let config = scratch.demo_config(&format!(
+        "[metrics]\naddress = \"127.0.0.1:{port}\"\n\n[[policy.rule]]\nname = \"no-env\"\nhook = \"steps/toolCallRequest\"\ntool = \"get-env\"\ndecision = \"deny\"\nreasoning = \"no\"\n"
+    ));
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    proxy.send(&tool_call(2, "get-env", json!({})));
+    proxy.response(&json!(2));
+    assert!(wait_for_http(port, "/healthz").starts_with("HTTP/1.1 200"));
+    assert!(wait_for_http(port, "/readyz").starts_with("HTTP/1.1 200"));
+    let metrics = wait_for_http(port, "/metrics");
+    for needle in [
+        "acs_proxy_messages_total{direction=\"client_to_server\",method=\"tools/call\"}",
+        "acs_proxy_decisions_total{decision=\"deny\",hook=\"steps/toolCallRequest\",source=\"embedded\"} 1",
+        "acs_proxy_decision_seconds_bucket",
+        "acs_proxy_audit_entries_total",
+        "acs_proxy_sessions_active 1",
+    ] {
+        assert!(metrics.contains(needle), "missing {needle} in:\n{metrics}");
+    }
+    assert!(!metrics.contains("sk-demo"), "no payload content in metrics");
+    assert!(proxy.finish().success());
+}
+
+#[test]
+fn audit_verify_names_the_first_tampered_line() {
+    let scratch = Scratch::new();
+    let mut proxy = Proxy::start(&scratch.demo_config(""));
+    proxy.initialize(json!({}));
+    proxy.send(&tool_call(2, "echo", json!({"text": "x"})));
+    proxy.response(&json!(2));
+    assert!(proxy.finish().success());
+    scratch.assert_audit_verifies();
+
+    let log = scratch.audit_log();
+    let original = std::fs::read_to_string(&log).unwrap();
+    let mut lines: Vec<String> = original.lines().map(str::to_owned).collect();
+    assert!(lines.len() > 4);
+    lines[3] = lines[3].replacen("\"forwarded\"", "\"blocked\"", 1).replacen("\"recorded\"", "\"blocked\"", 1);
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+    let output = Command::new(support::proxy_bin()).args(["audit", "verify"]).arg(&log).output().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("line 4"), "{stderr}");
+
+    let mut lines: Vec<&str> = original.lines().collect();
+    lines.remove(2);
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+    let output = Command::new(support::proxy_bin()).args(["audit", "verify"]).arg(&log).output().unwrap();
+    assert!(!output.status.success(), "a deleted entry must be detected");
+}
+
+#[test]
+fn config_check_accepts_the_sample_and_names_the_broken_rule() {
+    let sample = support::repo_root().join("proxy.toml");
+    let output = Command::new(support::proxy_bin()).args(["config", "check"]).arg(&sample).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+
+    let scratch = Scratch::new();
+    let broken = scratch.path("broken.toml");
+    std::fs::write(
+        &broken,
+        "[policy]\ndefault = \"allow\"\n\n[[policy.rule]]\nname = \"ok\"\nhook = \"*\"\ndecision = \"allow\"\n\n[[policy.rule]]\nname = \"bad-regex\"\nhook = \"*\"\nmatch = { pointer = \"/x\", regex = \"(unclosed\" }\ndecision = \"deny\"\nreasoning = \"r\"\n",
+    )
+    .unwrap();
+    let output = Command::new(support::proxy_bin()).args(["config", "check"]).arg(&broken).output().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("broken.toml:9") && stderr.contains("bad-regex"), "{stderr}");
+
+    std::fs::write(&broken, "[audit]\nfsnyc = \"always\"\n").unwrap();
+    let output = Command::new(support::proxy_bin()).args(["config", "check"]).arg(&broken).output().unwrap();
+    assert!(String::from_utf8_lossy(&output.stderr).contains("fsnyc"));
+}
+
+#[test]
+fn zero_config_form_relays_and_audits() {
+    let scratch = Scratch::new();
+    let audit = scratch.path("zero.jsonl");
+    let mut proxy = Proxy::start_with(&[
+        "--audit".into(),
+        audit.display().to_string(),
+        "--".into(),
+        support::demo_server_bin().display().to_string(),
+    ]);
+    proxy.initialize(json!({}));
+    proxy.send(&tool_call(2, "echo", json!({"text": "zero"})));
+    assert_eq!(proxy.response(&json!(2))["result"]["content"][0]["text"], "zero");
+    assert!(proxy.finish().success());
+    let output = Command::new(support::proxy_bin()).args(["audit", "verify"]).arg(&audit).output().unwrap();
+    assert!(output.status.success());
+}
+
+#[test]
+fn the_readme_demo_denies_one_tool_and_redacts_one_pattern() {
+    let scratch = Scratch::new();
+    let sample = std::fs::read_to_string(support::repo_root().join("proxy.toml")).unwrap();
+    let config = scratch.path("proxy.toml");
+    std::fs::write(&config, sample).unwrap();
+    let session = std::fs::read(support::repo_root().join("examples/demo-session.jsonl")).unwrap();
+    let mut child = Command::new(support::proxy_bin())
+        .args(["--config"])
+        .arg(&config)
+        .args(["--audit"])
+        .arg(scratch.audit_log())
+        .arg("--")
+        .arg(support::demo_server_bin())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&session).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(stdout.contains("Blocked by policy: dumping the server environment"), "{stdout}");
+    assert!(stdout.contains("ssn: [REDACTED SSN]"), "{stdout}");
+    assert!(!stdout.contains("123-45-6789") && !stdout.contains("sk-demo"), "{stdout}");
+    scratch.assert_audit_verifies();
+}
