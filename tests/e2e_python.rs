@@ -65,7 +65,7 @@ name = "redact-ssn"
 hook = "steps/toolCallResult"
 decision = "modify"
 reasoning = "US social security numbers are removed from tool output"
-redact = { pointer = "/outputs", regex = '\b\d{3}-\d{2}-\d{4}\b', replacement = "[REDACTED]" }
+redact = { pointer = "/outputs", regex = '\b\d{3}-\d{2}-\d{4}\b', replacement = "[X]" }
 "#;
 
 const ASK_RULE: &str = r#"

@@ -230,14 +230,7 @@ fn drop_required(schema: &mut Value, name: &str) -> usize {
                 required.retain(|item| item != name);
                 dropped += before - required.len();
             }
-            for (key, value) in map.iter_mut() {
-                // `properties` may name a property "required"; only schema
-                // positions matter, and recursing into every value covers them.
-                if key != "required" {
-                    dropped += drop_required(value, name);
-                }
-            }
-            dropped
+            dropped + map.values_mut().map(|v| drop_required(v, name)).sum::<usize>()
         }
         Value::Array(items) => items.iter_mut().map(|v| drop_required(v, name)).sum(),
         _ => 0,

@@ -170,3 +170,49 @@ impl ChildProcess {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upstream(command: &[&str], grace_ms: u64) -> UpstreamConfig {
+        UpstreamConfig {
+            name: "test".into(),
+            command: command.iter().map(|s| s.to_string()).collect(),
+            env: Default::default(),
+            cwd: None,
+            shutdown_grace_ms: grace_ms,
+        }
+    }
+
+    async fn shut_down(command: &[&str]) -> ChildExit {
+        let child = ChildUpstream::spawn(&upstream(command, 200), 1024, 4).unwrap();
+        let (mut process, _reader, writer, _task) = child.into_parts();
+        writer.close();
+        process.shutdown().await
+    }
+
+    #[tokio::test]
+    async fn a_server_that_exits_on_eof_needs_no_signal() {
+        let exit = shut_down(&["cat"]).await;
+        assert_eq!(exit, ChildExit { code: Some(0), signalled: None });
+    }
+
+    #[tokio::test]
+    async fn a_server_ignoring_eof_gets_sigterm() {
+        let exit = shut_down(&["sleep", "30"]).await;
+        assert_eq!(exit.signalled, Some("SIGTERM"));
+    }
+
+    #[tokio::test]
+    async fn a_server_ignoring_sigterm_gets_sigkill() {
+        let exit = shut_down(&["sh", "-c", "trap '' TERM; sleep 30 & wait; sleep 30"]).await;
+        assert_eq!(exit.signalled, Some("SIGKILL"));
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_is_named() {
+        let err = ChildUpstream::spawn(&upstream(&["/no/such/server"], 10), 1024, 4).err().unwrap();
+        assert!(err.to_string().contains("/no/such/server"));
+    }
+}
