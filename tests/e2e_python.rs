@@ -65,7 +65,7 @@ name = "redact-ssn"
 hook = "steps/toolCallResult"
 decision = "modify"
 reasoning = "US social security numbers are removed from tool output"
-redact = { pointer = "/outputs", regex = '\b\d{3}-\d{2}-\d{4}\b', replacement = "[X]" }
+redact = { pointer = "/outputs", regex = '\b\d{3}-\d{2}-\d{4}\b', replacement = "[REDACTED]" }
 "#;
 
 const ASK_RULE: &str = r#"
@@ -95,7 +95,10 @@ struct Run {
 impl Run {
     /// The calls made with `--call`, in order.
     fn calls(&self) -> &[Value] {
-        self.report["calls"].as_array().map(Vec::as_slice).unwrap_or(&[])
+        self.report["calls"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
     }
 
     /// The `--call` record for this tool.
@@ -230,9 +233,19 @@ fn run_client(scratch: &Scratch, config: &Path, client_args: &[&str]) -> Run {
     let mut child = Command::new(support::peers_python())
         .arg(&client)
         .args(client_args)
-        .args(["--timeout", REQUEST_TIMEOUT, "--total-timeout", SCENARIO_TIMEOUT])
+        .args([
+            "--timeout",
+            REQUEST_TIMEOUT,
+            "--total-timeout",
+            SCENARIO_TIMEOUT,
+        ])
         .arg("--")
-        .args(["/bin/sh", "-c", r#"out=$1; shift; "$@"; echo $? > "$out""#, "sh"])
+        .args([
+            "/bin/sh",
+            "-c",
+            r#"out=$1; shift; "$@"; echo $? > "$out""#,
+            "sh",
+        ])
         .arg(&exit_file)
         .arg(support::proxy_bin())
         .arg("--config")
@@ -256,7 +269,9 @@ fn run_client(scratch: &Scratch, config: &Path, client_args: &[&str]) -> Run {
             let _ = child.kill();
             let _ = child.wait();
             let stderr = stderr.join().unwrap_or_default();
-            panic!("the Python client did not finish within {CLIENT_DEADLINE:?}; stderr:\n{stderr}");
+            panic!(
+                "the Python client did not finish within {CLIENT_DEADLINE:?}; stderr:\n{stderr}"
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -327,13 +342,23 @@ fn assert_sealed_chain(scratch: &Scratch, entries: &[Value]) {
         .expect("run audit verify");
     let verdict = String::from_utf8_lossy(&output.stdout);
     assert!(
-        verdict.contains("1 session chain") && verdict.contains("sealed") && !verdict.contains("not sealed"),
+        verdict.contains("1 session chain")
+            && verdict.contains("sealed")
+            && !verdict.contains("not sealed"),
         "audit verify does not report one sealed chain:\n{verdict}"
     );
 
     assert!(entries.len() > 2, "audit log too short: {entries:#?}");
-    assert_eq!(entries[0]["step_type"], "steps/sessionStart", "first entry: {}", entries[0]);
-    assert!(entries[0]["previous_hash"].is_null(), "chain root: {}", entries[0]);
+    assert_eq!(
+        entries[0]["step_type"], "steps/sessionStart",
+        "first entry: {}",
+        entries[0]
+    );
+    assert!(
+        entries[0]["previous_hash"].is_null(),
+        "chain root: {}",
+        entries[0]
+    );
     let last = entries.last().expect("entries");
     assert_eq!(last["step_type"], "steps/sessionEnd", "last entry: {last}");
     assert_eq!(
@@ -344,10 +369,15 @@ fn assert_sealed_chain(scratch: &Scratch, entries: &[Value]) {
     let session = &entries[0]["session_id"];
     for (index, entry) in entries.iter().enumerate() {
         assert_eq!(&entry["session_id"], session, "one session chain: {entry}");
-        assert_eq!(entry["entry_id"], (index + 1).to_string(), "numbering: {entry}");
+        assert_eq!(
+            entry["entry_id"],
+            (index + 1).to_string(),
+            "numbering: {entry}"
+        );
         if index > 0 {
             assert_eq!(
-                entry["previous_hash"], entries[index - 1]["entry_hash"],
+                entry["previous_hash"],
+                entries[index - 1]["entry_hash"],
                 "link at entry {}",
                 index + 1
             );
@@ -397,7 +427,10 @@ fn python_client_through_proxy_to_server_everything() {
         init["result"]["capabilities"]["tools"].is_object(),
         "initialize result: {init}"
     );
-    assert!(run.report["protocol_version"].is_string(), "no protocol version negotiated");
+    assert!(
+        run.report["protocol_version"].is_string(),
+        "no protocol version negotiated"
+    );
     assert_eq!(
         run.report["server_info"]["name"], "mcp-servers/everything",
         "the client talks to server-everything through the proxy"
@@ -418,12 +451,18 @@ fn python_client_through_proxy_to_server_everything() {
         "trigger-long-running-operation",
         "trigger-sampling-request",
     ] {
-        assert!(names.contains(&tool), "{tool} missing from tools/list: {names:?}");
+        assert!(
+            names.contains(&tool),
+            "{tool} missing from tools/list: {names:?}"
+        );
     }
 
     // --- tools/call with progress ----------------------------------------
     let progress = run.step("progress");
-    assert_eq!(progress["request"]["params"]["name"], "trigger-long-running-operation");
+    assert_eq!(
+        progress["request"]["params"]["name"],
+        "trigger-long-running-operation"
+    );
     let result = run.result_of(progress);
     assert_ne!(result["isError"], true, "progress call failed: {result}");
     assert!(
@@ -464,7 +503,11 @@ fn python_client_through_proxy_to_server_everything() {
     );
     let sampling_id = &sampling_requests[0]["id"];
     let replies = run.sent_replies_to(sampling_id);
-    assert_eq!(replies.len(), 1, "the client answers the sampling request once: {replies:?}");
+    assert_eq!(
+        replies.len(),
+        1,
+        "the client answers the sampling request once: {replies:?}"
+    );
     assert_eq!(replies[0]["result"]["content"]["text"], SAMPLING_TEXT);
     let sampling = run.step("sampling");
     let result = run.result_of(sampling);
@@ -478,7 +521,9 @@ fn python_client_through_proxy_to_server_everything() {
     let read = run.step("resource_read");
     let uri = read["request"]["params"]["uri"].clone();
     assert!(uri.is_string(), "resource_read request: {read}");
-    let contents = run.result_of(read)["contents"].as_array().expect("contents");
+    let contents = run.result_of(read)["contents"]
+        .as_array()
+        .expect("contents");
     assert!(!contents.is_empty(), "empty resources/read result: {read}");
     assert_eq!(contents[0]["uri"], uri);
     assert!(
@@ -490,15 +535,26 @@ fn python_client_through_proxy_to_server_everything() {
 
     // --- prompts/get -----------------------------------------------------
     let prompt = run.step("prompt_get");
-    let messages = run.result_of(prompt)["messages"].as_array().expect("messages");
-    assert!(!messages.is_empty(), "prompts/get returned no messages: {prompt}");
-    assert!(messages[0]["content"]["text"].as_str().is_some(), "{prompt}");
+    let messages = run.result_of(prompt)["messages"]
+        .as_array()
+        .expect("messages");
+    assert!(
+        !messages.is_empty(),
+        "prompts/get returned no messages: {prompt}"
+    );
+    assert!(
+        messages[0]["content"]["text"].as_str().is_some(),
+        "{prompt}"
+    );
 
     // --- cancellation ----------------------------------------------------
     let cancel = run.step("cancel");
     let cancelled_id = cancel["request_id"].clone();
     assert!(!cancelled_id.is_null(), "cancel step: {cancel}");
-    assert_eq!(cancel["cancelled"], true, "the slow call finished before it was cancelled: {cancel}");
+    assert_eq!(
+        cancel["cancelled"], true,
+        "the slow call finished before it was cancelled: {cancel}"
+    );
     assert_eq!(
         cancel["cancel_notification"]["params"]["requestId"], cancelled_id,
         "the SDK sent notifications/cancelled: {cancel}"
@@ -510,7 +566,10 @@ fn python_client_through_proxy_to_server_everything() {
     // Over the whole run (the slow call would have completed long before
     // the end), nothing ever answered the cancelled request.
     let late = run.responses_to(&cancelled_id);
-    assert!(late.is_empty(), "the cancelled request was answered: {late:?}");
+    assert!(
+        late.is_empty(),
+        "the cancelled request was answered: {late:?}"
+    );
     assert!(
         cancel["ping_after"]["result"].is_object(),
         "ping after the cancellation failed: {}",
@@ -520,9 +579,15 @@ fn python_client_through_proxy_to_server_everything() {
     // --- denied call -----------------------------------------------------
     let denied = run.call("get-env");
     let result = run.result_of(denied);
-    assert_eq!(result["isError"], true, "the denied call is an error result: {result}");
+    assert_eq!(
+        result["isError"], true,
+        "the denied call is an error result: {result}"
+    );
     let text = first_text(result);
-    assert!(text.contains(DENY_REASONING), "denial text lacks the reasoning: {text}");
+    assert!(
+        text.contains(DENY_REASONING),
+        "denial text lacks the reasoning: {text}"
+    );
     let decision = &result["_meta"]["io.acs-proxy/decision"];
     assert_eq!(decision["decision"], "deny", "{result}");
     assert_eq!(decision["reasoning"], DENY_REASONING, "{result}");
@@ -537,9 +602,15 @@ fn python_client_through_proxy_to_server_everything() {
     let result = run.result_of(redacted);
     assert_ne!(result["isError"], true, "echo failed: {result}");
     let text = all_text(result);
-    assert!(text.contains("[REDACTED]"), "echo result not redacted: {text}");
+    assert!(
+        text.contains("[REDACTED]"),
+        "echo result not redacted: {text}"
+    );
     assert!(!text.contains(SSN), "the SSN reached the client: {text}");
-    assert!(text.contains("keep it safe"), "redaction removed more than the number: {text}");
+    assert!(
+        text.contains("keep it safe"),
+        "redaction removed more than the number: {text}"
+    );
     assert!(
         received.iter().all(|m| !m.contains(SSN)),
         "the SSN appears in a message the client received"
@@ -601,14 +672,24 @@ fn python_client_through_proxy_to_server_everything() {
     let cancelled_request = one_entry(&entries, "the cancelled call's request step", |e| {
         e["step_type"] == "steps/toolCallRequest" && e["mcp_id"] == cancelled_id
     });
-    assert_eq!(cancelled_request["action"], "forwarded", "{cancelled_request}");
+    assert_eq!(
+        cancelled_request["action"], "forwarded",
+        "{cancelled_request}"
+    );
 
     // By default arguments and results are kept as digests only.
     let log = std::fs::read_to_string(scratch.audit_log()).expect("audit log");
     assert!(!log.contains(SSN), "the audit log stores the SSN in clear");
-    assert!(!log.contains(SAMPLING_TEXT), "the audit log stores message content");
+    assert!(
+        !log.contains(SAMPLING_TEXT),
+        "the audit log stores message content"
+    );
 
-    eprintln!("full scenario: {:?}, {} audit entries", run.elapsed, entries.len());
+    eprintln!(
+        "full scenario: {:?}, {} audit entries",
+        run.elapsed,
+        entries.len()
+    );
 }
 
 #[test]
@@ -622,7 +703,15 @@ fn ask_rule_is_approved_through_elicitation_or_denied_without_an_approver() {
     let run = run_client(
         &scratch,
         &config,
-        &["--scenario", "calls", "--elicitation", "accept", "--call", "get-sum", sum_args],
+        &[
+            "--scenario",
+            "calls",
+            "--elicitation",
+            "accept",
+            "--call",
+            "get-sum",
+            sum_args,
+        ],
     );
     run.assert_clean();
 
@@ -634,9 +723,14 @@ fn ask_rule_is_approved_through_elicitation_or_denied_without_an_approver() {
         run.context()
     );
     let ask = elicitations[0];
-    let message = ask["params"]["message"].as_str().expect("elicitation message");
+    let message = ask["params"]["message"]
+        .as_str()
+        .expect("elicitation message");
     assert!(message.contains(ASK_REASONING), "question: {message}");
-    assert!(message.contains("get-sum"), "the question names the tool: {message}");
+    assert!(
+        message.contains("get-sum"),
+        "the question names the tool: {message}"
+    );
     assert_eq!(
         ask["params"]["requestedSchema"]["properties"]["approve"]["type"], "boolean",
         "{ask}"
@@ -644,11 +738,18 @@ fn ask_rule_is_approved_through_elicitation_or_denied_without_an_approver() {
     let answers = run.sent_replies_to(&ask["id"]);
     assert_eq!(answers.len(), 1, "the client answers once: {answers:?}");
     assert_eq!(answers[0]["result"]["action"], "accept", "{}", answers[0]);
-    assert_eq!(answers[0]["result"]["content"]["approve"], true, "{}", answers[0]);
+    assert_eq!(
+        answers[0]["result"]["content"]["approve"], true,
+        "{}",
+        answers[0]
+    );
 
     let call = run.call("get-sum");
     let result = run.result_of(call);
-    assert_ne!(result["isError"], true, "the approved call failed: {result}");
+    assert_ne!(
+        result["isError"], true,
+        "the approved call failed: {result}"
+    );
     assert_eq!(first_text(result), "The sum of 2 and 3 is 5.", "{result}");
 
     let entries = scratch.audit_entries();
@@ -666,13 +767,17 @@ fn ask_rule_is_approved_through_elicitation_or_denied_without_an_approver() {
     assert_eq!(approval["decision"], "allow", "{approval}");
     assert_eq!(approval["action"], "forwarded", "{approval}");
     assert!(
-        approval["detail"].as_str().is_some_and(|d| d.contains("approved")),
+        approval["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("approved")),
         "the approval is recorded as such: {approval}"
     );
     let position = |entry: &Value| entries.iter().position(|e| e == entry).expect("entry");
     assert!(position(held) < position(approval), "held before approved");
     one_entry(&entries, "the approved call's result", |e| {
-        e["step_type"] == "steps/toolCallResult" && e["mcp_id"] == sum_id && e["action"] == "forwarded"
+        e["step_type"] == "steps/toolCallResult"
+            && e["mcp_id"] == sum_id
+            && e["action"] == "forwarded"
     });
     eprintln!("ask/accept: {:?}", run.elapsed);
 
@@ -682,7 +787,15 @@ fn ask_rule_is_approved_through_elicitation_or_denied_without_an_approver() {
     let run = run_client(
         &scratch,
         &config,
-        &["--scenario", "calls", "--elicitation", "none", "--call", "get-sum", sum_args],
+        &[
+            "--scenario",
+            "calls",
+            "--elicitation",
+            "none",
+            "--call",
+            "get-sum",
+            sum_args,
+        ],
     );
     run.assert_clean();
     assert!(
@@ -691,7 +804,10 @@ fn ask_rule_is_approved_through_elicitation_or_denied_without_an_approver() {
     );
     let call = run.call("get-sum");
     let result = run.result_of(call);
-    assert_eq!(result["isError"], true, "without an approver the call is denied: {result}");
+    assert_eq!(
+        result["isError"], true,
+        "without an approver the call is denied: {result}"
+    );
     let decision = &result["_meta"]["io.acs-proxy/decision"];
     assert_eq!(decision["decision"], "deny", "{result}");
     assert!(

@@ -19,7 +19,8 @@
 //!
 //! 1. (drift 1) a `$id` under the retired `https://acs.org/schema/v0.1.0/`
 //!    base is rewritten to the genai base, and every schema file is
-//!    registered as a resource under its `$id`, so relative `$ref`s
+//!    registered as a resource under its `$id` (except the package index
+//!    `ACS/acs_schema.json`, see [`AGGREGATOR`]), so relative `$ref`s
 //!    (`../provenance.json`, `request-envelope.json#/$defs/Signature`, …)
 //!    resolve offline.
 //! 2. (drift 2) `"provenance"` is dropped from every `required` list of the
@@ -62,6 +63,13 @@ const PROVENANCE_REQUIRED_HERE: [&str; 7] = [
     "hooks/memory-context-retrieval.json",
     "hooks/memory-store.json",
 ];
+
+/// The package index (`specification/ACS/acs_schema.json` upstream), not a
+/// v0.1.0 schema: its own `$id` base and `../v0.1.0/…` references into a
+/// layout this directory does not have, naming some twenty files that are
+/// missing (DIGEST §14). Nothing validated here refers to it, and the
+/// registry resolves every reference of what it holds, so it is left out.
+const AGGREGATOR: &str = "ACS/acs_schema.json";
 
 /// Referenced by `response-envelope.json` but missing upstream (drift 6).
 const MISSING_REFERENCED: [&str; 2] = ["ask-details.json", "defer-details.json"];
@@ -139,6 +147,9 @@ impl Schemas {
                 .expect("under schemas/")
                 .to_string_lossy()
                 .replace('\\', "/");
+            if rel == AGGREGATOR {
+                continue;
+            }
             let text = std::fs::read_to_string(file).expect("read schema");
             let mut schema: Value = serde_json::from_str(&text)
                 .unwrap_or_else(|err| panic!("{rel} is not JSON: {err}"));
@@ -167,7 +178,11 @@ impl Schemas {
                 }),
             ));
         }
-        for rel in ["request-envelope.json", "response-envelope.json", "provenance.json"] {
+        for rel in [
+            "request-envelope.json",
+            "response-envelope.json",
+            "provenance.json",
+        ] {
             let id = format!("{BASE}{rel}");
             assert!(
                 resources.iter().any(|(known, _)| *known == id),
@@ -230,7 +245,11 @@ fn drop_required(schema: &mut Value, name: &str) -> usize {
                 required.retain(|item| item != name);
                 dropped += before - required.len();
             }
-            dropped + map.values_mut().map(|v| drop_required(v, name)).sum::<usize>()
+            dropped
+                + map
+                    .values_mut()
+                    .map(|v| drop_required(v, name))
+                    .sum::<usize>()
         }
         Value::Array(items) => items.iter_mut().map(|v| drop_required(v, name)).sum(),
         _ => 0,
@@ -434,12 +453,24 @@ fn every_emitted_envelope_matches_request_envelope_schema() {
         ("no request_id", without(sample, "/params", "request_id")),
         ("no metadata", without(sample, "/params", "metadata")),
         ("null id", with(sample, "/id", Value::Null)),
-        ("unknown namespace", with(sample, "/method", json!("tools/call"))),
-        ("bad uuid", with(sample, "/params/request_id", json!("nope"))),
-        ("bad timestamp", with(sample, "/params/timestamp", json!("yesterday"))),
+        (
+            "unknown namespace",
+            with(sample, "/method", json!("tools/call")),
+        ),
+        (
+            "bad uuid",
+            with(sample, "/params/request_id", json!("nope")),
+        ),
+        (
+            "bad timestamp",
+            with(sample, "/params/timestamp", json!("yesterday")),
+        ),
         ("extra top-level member", with(sample, "/extra", json!(1))),
     ] {
-        assert!(!validator.is_valid(&broken), "accepted an envelope with {what}");
+        assert!(
+            !validator.is_valid(&broken),
+            "accepted an envelope with {what}"
+        );
     }
 }
 
@@ -473,7 +504,9 @@ fn tool_call_step_payloads_match_their_hook_schemas() {
     // The same but get-env, which was denied before it ran.
     assert!(results.len() >= 6, "{} results", results.len());
     let decided = |set: &[(&Value, Value)], decision: &str| {
-        set.iter().filter(|(e, _)| e["decision"] == decision).count()
+        set.iter()
+            .filter(|(e, _)| e["decision"] == decision)
+            .count()
     };
     assert!(decided(&requests, "deny") >= 1, "no denied request");
     assert!(decided(&requests, "modify") >= 1, "no modified request");
@@ -504,7 +537,10 @@ fn tool_call_step_payloads_match_their_hook_schemas() {
     let arg_ptr = format!("/arguments/{argument}");
     for (what, broken) in [
         ("no tool", without(request, "", "tool")),
-        ("argument without value", without(request, &arg_ptr, "value")),
+        (
+            "argument without value",
+            without(request, &arg_ptr, "value"),
+        ),
         (
             "bad provenance origin",
             with(
@@ -514,21 +550,36 @@ fn tool_call_step_payloads_match_their_hook_schemas() {
             ),
         ),
     ] {
-        assert!(!request_schema.is_valid(&broken), "accepted a request with {what}");
+        assert!(
+            !request_schema.is_valid(&broken),
+            "accepted a request with {what}"
+        );
     }
     let good = with(
         request,
         &format!("{arg_ptr}/provenance"),
         json!({"provenance_id":"p1","origin":"user_input"}),
     );
-    assert!(request_schema.is_valid(&good), "rejected a valid provenance");
+    assert!(
+        request_schema.is_valid(&good),
+        "rejected a valid provenance"
+    );
     for (what, broken) in [
-        ("unknown exit_status", with(result, "/exit_status", json!("crashed"))),
+        (
+            "unknown exit_status",
+            with(result, "/exit_status", json!("crashed")),
+        ),
         ("negative duration", with(result, "/duration_ms", json!(-1))),
-        ("bad request_id_ref", with(result, "/request_id_ref", json!("x"))),
+        (
+            "bad request_id_ref",
+            with(result, "/request_id_ref", json!("x")),
+        ),
         ("no outputs", without(result, "", "outputs")),
     ] {
-        assert!(!result_schema.is_valid(&broken), "accepted a result with {what}");
+        assert!(
+            !result_schema.is_valid(&broken),
+            "accepted a result with {what}"
+        );
     }
 }
 
@@ -584,6 +635,13 @@ fn agbom_components_match_component_schema() {
     assert!(changed_components >= 1, "agbom/changed listed no component");
     eprintln!("validated {checked} AgBOM components");
 
+    // Known to fail (src/hooks/agbom.rs, `item_component`), not drift:
+    // - `tool` components carry no `version` (schema `allOf[3].then.required`;
+    //   the current prose requires it too);
+    // - `agent_capability` (prompt) components carry an empty
+    //   `agent_capability_fields`, whose `required` names `description`
+    //   (the description is put at the top level, and only when the prompt
+    //   has one).
     assert!(
         problems.is_empty(),
         "{} AgBOM component problem(s):\n{}",
@@ -688,7 +746,9 @@ fn decision_wire_types_match_response_envelope_schema() {
                 "{}: re-evaluation disagrees with the audit log",
                 describe(entry)
             );
-            *by_disposition.entry(decision.decision.as_str()).or_default() += 1;
+            *by_disposition
+                .entry(decision.decision.as_str())
+                .or_default() += 1;
             validated += 1;
             let step_id = entry["step_id"].as_str().expect("step_id");
             let envelope = response_envelope(&decision, step_id);
@@ -714,14 +774,32 @@ fn decision_wire_types_match_response_envelope_schema() {
     // The validator is live.
     let good = response_envelope(&deny, request_id);
     for (what, broken) in [
-        ("uppercase decision", with(&good, "/result/decision", json!("DENY"))),
-        ("deny without reasoning", without(&good, "/result", "reasoning")),
-        ("type progress", with(&good, "/result/type", json!("progress"))),
+        (
+            "uppercase decision",
+            with(&good, "/result/decision", json!("DENY")),
+        ),
+        (
+            "deny without reasoning",
+            without(&good, "/result", "reasoning"),
+        ),
+        (
+            "type progress",
+            with(&good, "/result/type", json!("progress")),
+        ),
         ("no request_id", without(&good, "/result", "request_id")),
-        ("bad chain_hash", with(&good, "/result/chain_hash", json!("XYZ"))),
-        ("result and error", with(&good, "/error", json!({"code":-32603,"message":"x"}))),
+        (
+            "bad chain_hash",
+            with(&good, "/result/chain_hash", json!("XYZ")),
+        ),
+        (
+            "result and error",
+            with(&good, "/error", json!({"code":-32603,"message":"x"})),
+        ),
     ] {
-        assert!(!validator.is_valid(&broken), "accepted a response with {what}");
+        assert!(
+            !validator.is_valid(&broken),
+            "accepted a response with {what}"
+        );
     }
     let bare_modify = response_envelope(
         &Decision::new(Disposition::Modify, Some("no changes".into())),
