@@ -28,7 +28,10 @@ fn malformed_and_invalid_lines_get_errors_and_the_session_goes_on() {
     proxy.send_raw(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#);
     assert_eq!(proxy.recv()["error"]["code"], -32600);
 
-    proxy.send_raw(&format!(r#"{{"jsonrpc":"2.0","id":2,"method":"ping","params":{{"pad":"{}"}}}}"#, "x".repeat(10_000)));
+    proxy.send_raw(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(10_000)
+    ));
     let reply = proxy.recv();
     assert_eq!(reply["error"]["code"], -32600);
     assert!(reply["error"]["message"].as_str().unwrap().contains("2048"));
@@ -37,11 +40,16 @@ fn malformed_and_invalid_lines_get_errors_and_the_session_goes_on() {
     assert_eq!(proxy.recv()["error"]["code"], -32700);
 
     proxy.send(&tool_call(3, "echo", json!({"text": "alive"})));
-    assert_eq!(proxy.response(&json!(3))["result"]["content"][0]["text"], "alive");
+    assert_eq!(
+        proxy.response(&json!(3))["result"]["content"][0]["text"],
+        "alive"
+    );
     assert!(proxy.finish().success());
 
     let server = scratch.server_lines();
-    assert!(!server.iter().any(|l| l.contains("not json") || l.contains("xxxxxxxx")));
+    assert!(!server
+        .iter()
+        .any(|l| l.contains("not json") || l.contains("xxxxxxxx")));
     let refusals = scratch
         .audit_entries()
         .into_iter()
@@ -53,11 +61,11 @@ fn malformed_and_invalid_lines_get_errors_and_the_session_goes_on() {
 
 #[test]
 fn invalid_utf8_is_a_parse_error() {
-
     let scratch = Scratch::new();
     let mut proxy = Proxy::start(&scratch.demo_config(""));
     proxy.initialize(json!({}));
-    let mut bytes = b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\",\"x\":\"\xff\xfe\"}".to_vec();
+    let mut bytes =
+        b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\",\"x\":\"\xff\xfe\"}".to_vec();
     bytes.push(b'\n');
     proxy.send_bytes(&bytes);
     assert_eq!(proxy.recv()["error"]["code"], -32700);
@@ -78,14 +86,20 @@ fn a_duplicate_id_in_flight_is_refused_without_misrouting_the_first() {
     assert_eq!(refusal["id"], 7);
     assert_eq!(refusal["error"]["code"], -32600);
     let first = proxy.response(&json!(7));
-    assert!(first["result"]["content"][0]["text"].as_str().unwrap().contains("slept"));
+    assert!(first["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("slept"));
     assert!(proxy.finish().success());
     assert!(!scratch.server_lines().iter().any(|l| l.contains("second")));
 }
 
 /// Finds the upstream child of the proxy (the demo server).
 fn child_of(pid: u32) -> u32 {
-    let output = Command::new("pgrep").args(["-P", &pid.to_string()]).output().expect("pgrep");
+    let output = Command::new("pgrep")
+        .args(["-P", &pid.to_string()])
+        .output()
+        .expect("pgrep");
     String::from_utf8_lossy(&output.stdout)
         .lines()
         .next()
@@ -101,15 +115,23 @@ fn a_server_that_dies_fails_pending_requests_and_the_proxy_exits_non_zero() {
     proxy.send(&tool_call(8, "slow", json!({"ms": 10_000})));
     std::thread::sleep(Duration::from_millis(200));
     let server = child_of(proxy.pid());
-    Command::new("kill").args(["-9", &server.to_string()]).status().expect("kill");
+    Command::new("kill")
+        .args(["-9", &server.to_string()])
+        .status()
+        .expect("kill");
     let reply = proxy.response(&json!(8));
     assert_eq!(reply["error"]["code"], -32011, "{reply}");
-    assert!(reply["error"]["message"].as_str().unwrap().contains("upstream"));
+    assert!(reply["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("upstream"));
     let status = proxy.wait();
     assert_eq!(status.code(), Some(3));
 
     let entries = scratch.audit_entries();
-    assert!(entries.iter().any(|e| e["step_type"] == "enforcement" && e["mcp_id"] == 8 && e["action"] == "blocked"));
+    assert!(entries
+        .iter()
+        .any(|e| e["step_type"] == "enforcement" && e["mcp_id"] == 8 && e["action"] == "blocked"));
     let last = entries.last().unwrap();
     assert_eq!(last["step_type"], "steps/sessionEnd");
     scratch.assert_audit_verifies();
@@ -122,7 +144,10 @@ fn closing_stdin_shuts_the_server_down_and_seals_the_chain() {
     proxy.initialize(json!({}));
     let server = child_of(proxy.pid());
     assert!(proxy.finish().success());
-    let alive = Command::new("kill").args(["-0", &server.to_string()]).status().expect("kill -0");
+    let alive = Command::new("kill")
+        .args(["-0", &server.to_string()])
+        .status()
+        .expect("kill -0");
     assert!(!alive.success(), "the upstream server outlived the proxy");
     let entries = scratch.audit_entries();
     assert_eq!(entries.last().unwrap()["step_type"], "steps/sessionEnd");

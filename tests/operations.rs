@@ -12,13 +12,21 @@ use serde_json::json;
 use support::{tool_call, Proxy, Scratch};
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn http_get(port: u16, path: &str) -> Option<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
     Some(response)
@@ -58,7 +66,10 @@ fn metrics_and_health_are_served() {
     ] {
         assert!(metrics.contains(needle), "missing {needle} in:\n{metrics}");
     }
-    assert!(!metrics.contains("sk-demo"), "no payload content in metrics");
+    assert!(
+        !metrics.contains("sk-demo"),
+        "no payload content in metrics"
+    );
     assert!(proxy.finish().success());
 }
 
@@ -76,9 +87,15 @@ fn audit_verify_names_the_first_tampered_line() {
     let original = std::fs::read_to_string(&log).unwrap();
     let mut lines: Vec<String> = original.lines().map(str::to_owned).collect();
     assert!(lines.len() > 4);
-    lines[3] = lines[3].replacen("\"forwarded\"", "\"blocked\"", 1).replacen("\"recorded\"", "\"blocked\"", 1);
+    lines[3] = lines[3]
+        .replacen("\"forwarded\"", "\"blocked\"", 1)
+        .replacen("\"recorded\"", "\"blocked\"", 1);
     std::fs::write(&log, lines.join("\n") + "\n").unwrap();
-    let output = Command::new(support::proxy_bin()).args(["audit", "verify"]).arg(&log).output().unwrap();
+    let output = Command::new(support::proxy_bin())
+        .args(["audit", "verify"])
+        .arg(&log)
+        .output()
+        .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("line 4"), "{stderr}");
@@ -86,15 +103,27 @@ fn audit_verify_names_the_first_tampered_line() {
     let mut lines: Vec<&str> = original.lines().collect();
     lines.remove(2);
     std::fs::write(&log, lines.join("\n") + "\n").unwrap();
-    let output = Command::new(support::proxy_bin()).args(["audit", "verify"]).arg(&log).output().unwrap();
+    let output = Command::new(support::proxy_bin())
+        .args(["audit", "verify"])
+        .arg(&log)
+        .output()
+        .unwrap();
     assert!(!output.status.success(), "a deleted entry must be detected");
 }
 
 #[test]
 fn config_check_accepts_the_sample_and_names_the_broken_rule() {
     let sample = support::repo_root().join("proxy.toml");
-    let output = Command::new(support::proxy_bin()).args(["config", "check"]).arg(&sample).output().unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let output = Command::new(support::proxy_bin())
+        .args(["config", "check"])
+        .arg(&sample)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 
     let scratch = Scratch::new();
     let broken = scratch.path("broken.toml");
@@ -103,13 +132,24 @@ fn config_check_accepts_the_sample_and_names_the_broken_rule() {
         "[policy]\ndefault = \"allow\"\n\n[[policy.rule]]\nname = \"ok\"\nhook = \"*\"\ndecision = \"allow\"\n\n[[policy.rule]]\nname = \"bad-regex\"\nhook = \"*\"\nmatch = { pointer = \"/x\", regex = \"(unclosed\" }\ndecision = \"deny\"\nreasoning = \"r\"\n",
     )
     .unwrap();
-    let output = Command::new(support::proxy_bin()).args(["config", "check"]).arg(&broken).output().unwrap();
+    let output = Command::new(support::proxy_bin())
+        .args(["config", "check"])
+        .arg(&broken)
+        .output()
+        .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("broken.toml:9") && stderr.contains("bad-regex"), "{stderr}");
+    assert!(
+        stderr.contains("broken.toml:9") && stderr.contains("bad-regex"),
+        "{stderr}"
+    );
 
     std::fs::write(&broken, "[audit]\nfsnyc = \"always\"\n").unwrap();
-    let output = Command::new(support::proxy_bin()).args(["config", "check"]).arg(&broken).output().unwrap();
+    let output = Command::new(support::proxy_bin())
+        .args(["config", "check"])
+        .arg(&broken)
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&output.stderr).contains("fsnyc"));
 }
 
@@ -125,9 +165,16 @@ fn zero_config_form_relays_and_audits() {
     ]);
     proxy.initialize(json!({}));
     proxy.send(&tool_call(2, "echo", json!({"text": "zero"})));
-    assert_eq!(proxy.response(&json!(2))["result"]["content"][0]["text"], "zero");
+    assert_eq!(
+        proxy.response(&json!(2))["result"]["content"][0]["text"],
+        "zero"
+    );
     assert!(proxy.finish().success());
-    let output = Command::new(support::proxy_bin()).args(["audit", "verify"]).arg(&audit).output().unwrap();
+    let output = Command::new(support::proxy_bin())
+        .args(["audit", "verify"])
+        .arg(&audit)
+        .output()
+        .unwrap();
     assert!(output.status.success());
 }
 
@@ -154,8 +201,14 @@ fn the_readme_demo_denies_one_tool_and_redacts_one_pattern() {
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success());
     let stdout = String::from_utf8(output.stdout).unwrap();
-    assert!(stdout.contains("Blocked by policy: dumping the server environment"), "{stdout}");
+    assert!(
+        stdout.contains("Blocked by policy: dumping the server environment"),
+        "{stdout}"
+    );
     assert!(stdout.contains("ssn: [REDACTED SSN]"), "{stdout}");
-    assert!(!stdout.contains("123-45-6789") && !stdout.contains("sk-demo"), "{stdout}");
+    assert!(
+        !stdout.contains("123-45-6789") && !stdout.contains("sk-demo"),
+        "{stdout}"
+    );
     scratch.assert_audit_verifies();
 }

@@ -155,9 +155,13 @@ impl Inventory {
             server_component["capabilities_digest"] = Value::from(digest.as_str());
         }
         components.insert(format!("mcp_server:{server}"), server_component);
+        let server_fields = Server {
+            name: server,
+            version: self.server_version.as_deref().unwrap_or("unknown"),
+        };
         for (kind, items) in &self.lists {
             for (key, item) in items {
-                let (id, component) = item_component(*kind, server, key, item);
+                let (id, component) = item_component(*kind, &server_fields, key, item);
                 components.insert(id, component);
             }
         }
@@ -208,38 +212,48 @@ impl Inventory {
     }
 }
 
-fn item_component(kind: ListKind, server: &str, key: &str, item: &Item) -> (String, Value) {
+/// One list item as an AgBOM component. MCP items carry no version of
+/// their own, so a tool takes its server's; a prompt's description is
+/// required by the `agent_capability` type and falls back to its name.
+fn item_component(kind: ListKind, server: &Server<'_>, key: &str, item: &Item) -> (String, Value) {
+    let name = server.name;
+    let description = item
+        .description
+        .clone()
+        .unwrap_or_else(|| format!("MCP prompt {key}"));
     let (id, mut component) = match kind {
         ListKind::Tools => (
-            format!("tool:{server}/{key}"),
-            json!({ "type": "tool", "tool_fields": { "capability": "mcp.tool" } }),
+            format!("tool:{name}/{key}"),
+            json!({ "type": "tool", "version": server.version, "tool_fields": { "capability": "mcp.tool" } }),
         ),
         ListKind::Prompts => (
-            format!("prompt:{server}/{key}"),
-            json!({ "type": "agent_capability", "agent_capability_fields": {} }),
+            format!("prompt:{name}/{key}"),
+            json!({ "type": "agent_capability", "agent_capability_fields": { "description": description } }),
         ),
         ListKind::Resources => (
-            format!("resource:{server}/{key}"),
+            format!("resource:{name}/{key}"),
             json!({ "type": "knowledge_source", "knowledge_source_fields": { "source_type": "other" } }),
         ),
     };
-    let mut fields = Map::new();
-    fields.insert("id".into(), Value::from(id.as_str()));
-    fields.insert("name".into(), Value::from(key));
-    fields.insert("provider".into(), Value::from(server));
-    fields.insert(
-        "definition_digest".into(),
-        Value::from(item.digest.as_str()),
-    );
-    if let Some(description) = &item.description {
-        fields.insert("description".into(), Value::from(description.as_str()));
-    }
     if let Value::Object(map) = &mut component {
-        for (key, value) in fields {
-            map.insert(key, value);
+        map.insert("id".into(), Value::from(id.as_str()));
+        map.insert("name".into(), Value::from(key));
+        map.insert("provider".into(), Value::from(name));
+        map.insert(
+            "definition_digest".into(),
+            Value::from(item.digest.as_str()),
+        );
+        if let Some(description) = &item.description {
+            map.insert("description".into(), Value::from(description.as_str()));
         }
     }
     (id, component)
+}
+
+/// The server fields every item component repeats.
+struct Server<'a> {
+    name: &'a str,
+    version: &'a str,
 }
 
 #[cfg(test)]

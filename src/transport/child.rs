@@ -195,7 +195,13 @@ mod tests {
     #[tokio::test]
     async fn a_server_that_exits_on_eof_needs_no_signal() {
         let exit = shut_down(&["cat"]).await;
-        assert_eq!(exit, ChildExit { code: Some(0), signalled: None });
+        assert_eq!(
+            exit,
+            ChildExit {
+                code: Some(0),
+                signalled: None
+            }
+        );
     }
 
     #[tokio::test]
@@ -212,7 +218,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_program_is_named() {
-        let err = ChildUpstream::spawn(&upstream(&["/no/such/server"], 10), 1024, 4).err().unwrap();
+        let err = ChildUpstream::spawn(&upstream(&["/no/such/server"], 10), 1024, 4)
+            .err()
+            .unwrap();
         assert!(err.to_string().contains("/no/such/server"));
     }
 }
