@@ -32,6 +32,12 @@ pub struct Metrics {
     pub enforcement_total: IntCounterVec,
     /// `acs_proxy_guardian_request_seconds{method,outcome}`.
     pub guardian_request_seconds: HistogramVec,
+    /// `acs_proxy_decision_failures_total{reason,posture}`: hooks with no
+    /// usable decision, and the posture that resolved them.
+    pub decision_failures_total: IntCounterVec,
+    /// `acs_proxy_integrity_events_total`: the Guardian's chain head
+    /// disagreed with the proxy's (`chain_mismatch`, -32007).
+    pub integrity_events_total: IntCounter,
 }
 
 /// The process-wide registry.
@@ -67,6 +73,17 @@ impl Metrics {
             "What enforcement did to messages (forwarded, rewritten, blocked, dropped)",
             &["action"],
         );
+        let decision_failures_total = counter_vec(
+            &registry,
+            "acs_proxy_decision_failures_total",
+            "Hooks without a usable Guardian decision, by reason and the posture applied",
+            &["reason", "posture"],
+        );
+        let integrity_events_total = IntCounter::new(
+            "acs_proxy_integrity_events_total",
+            "Guardian chain-head disagreements (chain_mismatch, -32007)",
+        )
+        .unwrap_or_else(|err| panic!("acs_proxy_integrity_events_total is malformed: {err}"));
         let decision_seconds = Histogram::with_opts(
             HistogramOpts::new("acs_proxy_decision_seconds", "Time from hook to decision")
                 .buckets(latency_buckets()),
@@ -99,6 +116,7 @@ impl Metrics {
             Box::new(audit_entries_total.clone()),
             Box::new(audit_failures_total.clone()),
             Box::new(sessions_active.clone()),
+            Box::new(integrity_events_total.clone()),
         ] {
             registry
                 .register(collector)
@@ -114,6 +132,8 @@ impl Metrics {
             sessions_active,
             enforcement_total,
             guardian_request_seconds,
+            decision_failures_total,
+            integrity_events_total,
         }
     }
 

@@ -138,13 +138,86 @@ fn default_shutdown_grace_ms() -> u64 {
     2_000
 }
 
-/// Which Guardian decides.
+/// Which Guardian decides, and how to reach a remote one.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GuardianConfig {
     /// `embedded` (the `[policy]` rules) or `remote` (an ACS Guardian).
     #[serde(default)]
     pub mode: GuardianMode,
+    /// Remote over HTTP(S): the Guardian's endpoint, e.g. `https://guardian:8787/acs`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Remote over stdio: the Guardian program and arguments (Content-Length framing).
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// The HMAC secret: a file of at least 32 raw bytes.
+    #[serde(default)]
+    pub secret_file: Option<PathBuf>,
+    /// The HMAC secret: the name of an environment variable holding it in base64.
+    #[serde(default)]
+    pub secret_env: Option<String>,
+    /// `key_id` sent with every signature.
+    #[serde(default = "default_key_id")]
+    pub key_id: String,
+    /// Decision timeout used until (or unless) the Guardian's ServerHello sets one.
+    #[serde(default = "default_guardian_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Local failure posture; it can only make the negotiated one stricter.
+    #[serde(default)]
+    pub on_decision_failure: Option<PostureSetting>,
+    /// What a session does when the handshake gets no answer.
+    #[serde(default)]
+    pub startup_posture: StartupPosture,
+    /// Extra CA certificate (PEM) trusted for an `https` Guardian.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate (PEM) for mutual TLS.
+    #[serde(default)]
+    pub client_cert: Option<PathBuf>,
+    /// Client private key (PEM) for mutual TLS.
+    #[serde(default)]
+    pub client_key: Option<PathBuf>,
+    /// Send the hooks of one message as a JSON-RPC batch (falls back to
+    /// one at a time when the Guardian answers -32600).
+    #[serde(default)]
+    pub batch: bool,
+    /// How often `system/ping` checks the Guardian for `/readyz`.
+    #[serde(default = "default_ping_interval_ms")]
+    pub ping_interval_ms: u64,
+}
+
+fn default_key_id() -> String {
+    "default".to_owned()
+}
+
+fn default_guardian_timeout_ms() -> u64 {
+    5_000
+}
+
+fn default_ping_interval_ms() -> u64 {
+    10_000
+}
+
+/// `on_decision_failure` as written in `proxy.toml`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PostureSetting {
+    /// Fail open (the ACS default); only documents intent.
+    Proceed,
+    /// Fail closed, whatever the Guardian negotiates.
+    Deny,
+}
+
+/// What a session does when the Guardian handshake gets no answer (§4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StartupPosture {
+    /// Run the session unguarded; every bypassed hook is audited.
+    #[default]
+    Proceed,
+    /// Refuse the session: every request is answered with an error.
+    Refuse,
 }
 
 /// Guardian kinds.
@@ -337,10 +410,7 @@ impl Config {
             message,
         };
         if self.guardian.mode == GuardianMode::Remote {
-            return Err(invalid(
-                "guardian.mode = \"remote\" is not available in this build; use \"embedded\""
-                    .into(),
-            ));
+            self.validate_remote_guardian().map_err(invalid)?;
         }
         if self.listen.transport != ListenTransport::Stdio {
             return Err(invalid(format!(
@@ -368,6 +438,38 @@ impl Config {
         }
         if self.limits.max_in_flight == 0 {
             return Err(invalid("limits.max_in_flight must be at least 1".into()));
+        }
+        Ok(())
+    }
+
+    fn validate_remote_guardian(&self) -> Result<(), String> {
+        let guardian = &self.guardian;
+        match (&guardian.url, guardian.command.is_empty()) {
+            (Some(_), false) => return Err("guardian: set `url` or `command`, not both".into()),
+            (None, true) => {
+                return Err(
+                    "guardian.mode = \"remote\" needs `url` (HTTP/HTTPS) or `command` (stdio)"
+                        .into(),
+                )
+            }
+            (Some(url), true) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                return Err(format!(
+                    "guardian.url must be http:// or https://, got {url:?}"
+                ))
+            }
+            _ => {}
+        }
+        if guardian.secret_file.is_none() && guardian.secret_env.is_none() {
+            return Err("guardian.mode = \"remote\" needs `secret_file` or `secret_env`: ACS-Core requires signed hooks".into());
+        }
+        if guardian.secret_file.is_some() && guardian.secret_env.is_some() {
+            return Err("guardian: set `secret_file` or `secret_env`, not both".into());
+        }
+        if guardian.client_cert.is_some() != guardian.client_key.is_some() {
+            return Err("guardian: `client_cert` and `client_key` go together".into());
+        }
+        if guardian.timeout_ms == 0 {
+            return Err("guardian.timeout_ms must be at least 1".into());
         }
         Ok(())
     }
@@ -409,6 +511,27 @@ mod tests {
     fn upstream_needs_a_command() {
         let err = Config::from_toml("t.toml", "[[upstream]]\nname = \"x\"\n").unwrap_err();
         assert!(err.to_string().contains("command"), "{err}");
+    }
+
+    #[test]
+    fn remote_guardian_needs_an_endpoint_and_a_secret() {
+        let err = Config::from_toml("t.toml", "[guardian]\nmode = \"remote\"\n").unwrap_err();
+        assert!(err.to_string().contains("url"), "{err}");
+        let err = Config::from_toml(
+            "t.toml",
+            "[guardian]\nmode = \"remote\"\nurl = \"http://127.0.0.1:1/acs\"\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("secret"), "{err}");
+        let config = Config::from_toml(
+            "t.toml",
+            "[guardian]\nmode = \"remote\"\nurl = \"http://127.0.0.1:1/acs\"\nsecret_env = \"S\"\non_decision_failure = \"deny\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.guardian.on_decision_failure,
+            Some(PostureSetting::Deny)
+        );
     }
 
     #[test]

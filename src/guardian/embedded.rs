@@ -27,6 +27,7 @@ impl Guardian for EmbeddedGuardian {
     fn hello<'a>(
         &'a self,
         _metadata: &'a Metadata,
+        _mcp_version: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Negotiated, GuardianError>> {
         future::ready(Ok(Negotiated::default())).boxed()
     }

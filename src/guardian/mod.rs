@@ -65,15 +65,81 @@ pub enum GuardianError {
         /// Its message.
         message: String,
     },
+    /// The answer's signature is missing or does not verify.
+    #[error("Guardian answer not authenticated: {0}")]
+    Signature(String),
+    /// The answer cannot be bound to the request (wrong `id` or `request_id`).
+    #[error("Guardian answer does not match the request: {0}")]
+    Binding(String),
+}
+
+/// ACS error codes (§17.1) the proxy acts on.
+pub mod acs_codes {
+    /// The Guardian refuses the session.
+    pub const SESSION_REFUSED: i64 = -32000;
+    /// No common ACS version.
+    pub const UNSUPPORTED_VERSION: i64 = -32001;
+    /// The Guardian's policy needs provenance the proxy does not produce.
+    pub const PROVENANCE_REQUIRED: i64 = -32002;
+    /// A method the handshake did not negotiate.
+    pub const CAPABILITY_NOT_NEGOTIATED: i64 = -32003;
+    /// A required signature is missing or invalid.
+    pub const SIGNATURE_INVALID: i64 = -32004;
+    /// A `request_id` or `nonce` was seen before.
+    pub const REPLAY_DETECTED: i64 = -32005;
+    /// The request's timestamp is outside the skew window.
+    pub const TIMESTAMP_OUT_OF_WINDOW: i64 = -32006;
+    /// The Guardian's chain head disagrees with the proxy's view.
+    pub const CHAIN_MISMATCH: i64 = -32007;
+}
+
+impl GuardianError {
+    /// Failures that deny whatever the failure posture says (DESIGN §3.6):
+    /// an answer that cannot be authenticated or bound to its request, and
+    /// the Guardian's refusals of the request itself (-32004..-32007).
+    pub fn fails_closed(&self) -> bool {
+        match self {
+            GuardianError::Signature(_) | GuardianError::Binding(_) => true,
+            GuardianError::Refused { code, .. } => {
+                (acs_codes::CHAIN_MISMATCH..=acs_codes::SIGNATURE_INVALID).contains(code)
+            }
+            _ => false,
+        }
+    }
+
+    /// The Guardian says it does not evaluate this method (-32003): the
+    /// hook is allowed and recorded as not evaluated.
+    pub fn not_negotiated(&self) -> bool {
+        matches!(self, GuardianError::Refused { code, .. } if *code == acs_codes::CAPABILITY_NOT_NEGOTIATED)
+    }
+
+    /// An integrity event (§8.6): the Guardian's chain disagrees with ours.
+    pub fn is_integrity_event(&self) -> bool {
+        matches!(self, GuardianError::Refused { code, .. } if *code == acs_codes::CHAIN_MISMATCH)
+    }
+
+    /// A bounded label for metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            GuardianError::Timeout(_) => "timeout",
+            GuardianError::Transport(_) => "transport",
+            GuardianError::Malformed(_) => "malformed",
+            GuardianError::Refused { .. } => "error_reply",
+            GuardianError::Signature(_) => "signature",
+            GuardianError::Binding(_) => "binding",
+        }
+    }
 }
 
 /// A decision maker for ACS hooks.
 pub trait Guardian: Send + Sync {
     /// The handshake for one session: which methods are evaluated, with
-    /// which timeouts and failure posture.
+    /// which timeouts and failure posture. `mcp_version` is the MCP revision
+    /// the client asked for, declared in `wrapped_protocols`.
     fn hello<'a>(
         &'a self,
         metadata: &'a Metadata,
+        mcp_version: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Negotiated, GuardianError>>;
 
     /// Decides one hook.
@@ -85,4 +151,7 @@ pub trait Guardian: Send + Sync {
 
     /// How decisions from this Guardian are labelled.
     fn source(&self) -> DecisionSource;
+
+    /// Forgets a session's state once it has ended.
+    fn close_session(&self, _metadata: &Metadata) {}
 }

@@ -24,6 +24,9 @@ pub struct Negotiated {
     pub per_method_timeout: HashMap<String, Duration>,
     /// The failure posture.
     pub on_decision_failure: FailurePosture,
+    /// Set when the handshake got no answer and the startup posture let the
+    /// session run anyway: hooks are not sent, and each bypass is audited.
+    pub unguarded: Option<String>,
 }
 
 impl Negotiated {

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::{self, AppendReceipt, AuditError, AuditRecord};
 use crate::enforce::Action;
-use crate::guardian::{Decision, DecisionSource, FailurePosture};
+use crate::guardian::{Decision, DecisionSource, FailurePosture, GuardianError};
 use crate::hooks::HookRequest;
 use crate::jcs;
 use crate::metrics::METRICS;
@@ -47,6 +47,20 @@ pub async fn decide(
     cancel: &CancellationToken,
 ) -> Option<Decided> {
     let negotiated = session.negotiated();
+    if let Some(reason) = &negotiated.unguarded {
+        METRICS
+            .decision_failures_total
+            .with_label_values(&["unguarded", "proceed"])
+            .inc();
+        return Some(count(
+            hook,
+            Decided {
+                decision: Decision::allow(),
+                source: DecisionSource::Posture,
+                failure: Some(format!("unguarded session: {reason}")),
+            },
+        ));
+    }
     if !negotiated.evaluates(&hook.method) {
         return Some(count(
             hook,
@@ -63,7 +77,7 @@ pub async fn decide(
         Some(limit) => tokio::select! {
             _ = cancel.cancelled() => return None,
             answer = tokio::time::timeout(limit, asked) => answer.unwrap_or_else(|_| {
-                Err(crate::guardian::GuardianError::Timeout(limit.as_millis() as u64))
+                Err(GuardianError::Timeout(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX)))
             }),
         },
         None => tokio::select! {
@@ -75,14 +89,50 @@ pub async fn decide(
         .decision_seconds
         .observe(started.elapsed().as_secs_f64());
     let decided = match answer {
-        Ok(decision) => Decided {
-            decision,
-            source: session.guardian.source(),
-            failure: None,
+        Ok(decision) => {
+            if decision
+                .reason_codes
+                .iter()
+                .any(|code| code == "chain_mismatch")
+            {
+                METRICS.integrity_events_total.inc();
+            }
+            Decided {
+                decision,
+                source: session.guardian.source(),
+                failure: None,
+            }
+        }
+        Err(err) if err.not_negotiated() => Decided {
+            decision: Decision::allow(),
+            source: DecisionSource::NotEvaluated,
+            failure: Some(err.to_string()),
         },
-        Err(err) => posture(negotiated.on_decision_failure, err.to_string()),
+        Err(err) => failure(negotiated.on_decision_failure, &err),
     };
     Some(count(hook, decided))
+}
+
+/// No usable decision: the failure posture decides, except for failures
+/// that always fail closed (DESIGN §3.6).
+fn failure(negotiated: FailurePosture, err: &GuardianError) -> Decided {
+    let posture = if err.fails_closed() {
+        FailurePosture::Deny
+    } else {
+        negotiated
+    };
+    if err.is_integrity_event() {
+        METRICS.integrity_events_total.inc();
+    }
+    let posture_label = match posture {
+        FailurePosture::Proceed => "proceed",
+        FailurePosture::Deny => "deny",
+    };
+    METRICS
+        .decision_failures_total
+        .with_label_values(&[err.reason(), posture_label])
+        .inc();
+    self::posture(posture, err.to_string())
 }
 
 fn posture(posture: FailurePosture, failure: String) -> Decided {

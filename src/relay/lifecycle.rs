@@ -6,8 +6,9 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::decide::{self, MessageContext};
+use crate::config::StartupPosture;
 use crate::enforce::Action;
-use crate::guardian::{Disposition, FailurePosture};
+use crate::guardian::{acs_codes, Disposition, FailurePosture, GuardianError, Negotiated};
 use crate::hooks::lifecycle::{
     session_end_payload, session_start_payload, SessionEndReason, SessionStartInfo,
 };
@@ -29,20 +30,24 @@ async fn start(session: &Session, first: &Frame) {
     };
     let params = initialize.as_ref().map(|m| &m["params"]);
     let client_info = params.and_then(|p| p.get("clientInfo")).cloned();
+    let protocol_version = params
+        .and_then(|p| p.get("protocolVersion"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     session.set_metadata(Metadata {
         agent_id: agent_id(session, client_info.as_ref()),
         session_id: session.session_id,
         environment: session.config.hooks.environment.clone(),
     });
-    handshake(session).await;
+    if let Some(refusal) = handshake(session, protocol_version.as_deref()).await {
+        refuse(session, refusal).await;
+        return;
+    }
     let info = SessionStartInfo {
         transport: "stdio",
         upstream: session.upstream.clone(),
         client_info,
-        protocol_version: params
-            .and_then(|p| p.get("protocolVersion"))
-            .and_then(Value::as_str)
-            .map(str::to_owned),
+        protocol_version,
     };
     let hook = HookRequest::new(hooks::SESSION_START, session_start_payload(&info), None);
     let context = lifecycle_context("initialize");
@@ -70,6 +75,24 @@ async fn start(session: &Session, first: &Frame) {
     }
 }
 
+/// Marks the session refused and records why.
+async fn refuse(session: &Session, reason: String) {
+    tracing::warn!(%reason, "session refused");
+    let decision = crate::guardian::Decision::deny(reason.clone(), None);
+    let step = uuid::Uuid::new_v4().to_string();
+    let context = lifecycle_context("initialize");
+    let _ = decide::record_event(
+        session,
+        step,
+        &decision,
+        &context,
+        Action::Blocked,
+        reason.clone(),
+    )
+    .await;
+    session.learned().refused = Some(reason);
+}
+
 /// `hooks.agent_id`, else the client's `clientInfo.name`.
 fn agent_id(session: &Session, client_info: Option<&Value>) -> String {
     session
@@ -86,18 +109,42 @@ fn agent_id(session: &Session, client_info: Option<&Value>) -> String {
         .unwrap_or_else(|| "unknown-agent".to_owned())
 }
 
-/// The ACS handshake. A Guardian that cannot be reached leaves the session
-/// on the startup posture: proceed (recorded), or refuse.
-async fn handshake(session: &Session) {
-    match session.guardian.hello(session.metadata()).await {
-        Ok(negotiated) => session.set_negotiated(negotiated),
-        Err(err) => {
-            tracing::warn!(%err, "the Guardian handshake failed; the session runs on its startup posture");
-            let negotiated = crate::guardian::Negotiated {
-                on_decision_failure: FailurePosture::Proceed,
-                ..Default::default()
-            };
+/// The ACS handshake (§4). Returns why the session must not run, if it
+/// must not: the Guardian refused it (-32000..-32002), or it did not answer
+/// and the startup posture is `refuse`. With the posture `proceed` an
+/// unanswered handshake leaves the session unguarded, every hook allowed and
+/// audited as a bypass (§4.1).
+async fn handshake(session: &Session, mcp_version: Option<&str>) -> Option<String> {
+    let err = match session
+        .guardian
+        .hello(session.metadata(), mcp_version)
+        .await
+    {
+        Ok(negotiated) => {
             session.set_negotiated(negotiated);
+            return None;
+        }
+        Err(err) => err,
+    };
+    if let GuardianError::Refused { code, message } = &err {
+        if (acs_codes::PROVENANCE_REQUIRED..=acs_codes::SESSION_REFUSED).contains(code) {
+            return Some(format!(
+                "the Guardian refused the session ({code}: {message})"
+            ));
+        }
+    }
+    match session.config.guardian.startup_posture {
+        StartupPosture::Refuse => Some(format!(
+            "the Guardian handshake failed ({err}) and the startup posture is refuse"
+        )),
+        StartupPosture::Proceed => {
+            tracing::warn!(%err, "the Guardian handshake failed; the session runs unguarded");
+            session.set_negotiated(Negotiated {
+                on_decision_failure: FailurePosture::Proceed,
+                unguarded: Some(format!("the Guardian handshake failed: {err}")),
+                ..Negotiated::default()
+            });
+            None
         }
     }
 }
@@ -119,6 +166,7 @@ pub async fn end(session: &Session, reason: SessionEndReason) {
     {
         tracing::error!(%err, "could not seal the audit chain");
     }
+    session.guardian.close_session(session.metadata());
 }
 
 fn lifecycle_context(mcp_method: &str) -> MessageContext {
