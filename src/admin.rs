@@ -1,6 +1,7 @@
 //! The operations endpoint: `/metrics` (Prometheus text), `/healthz` (the
 //! process is up) and `/readyz` (the proxy can do its job: the audit log
-//! records and the upstream is running).
+//! records, the upstream is running, and a remote Guardian answers
+//! `system/ping`).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +20,7 @@ use crate::metrics::METRICS;
 pub struct Health {
     upstream_up: AtomicBool,
     audit_ok: AtomicBool,
+    guardian_down: AtomicBool,
 }
 
 impl Health {
@@ -37,9 +39,16 @@ impl Health {
         self.audit_ok.store(ok, Ordering::Relaxed);
     }
 
+    /// Records whether a remote Guardian answers `system/ping`.
+    pub fn set_guardian_up(&self, up: bool) {
+        self.guardian_down.store(!up, Ordering::Relaxed);
+    }
+
     /// Whether the proxy can serve traffic now.
     pub fn is_ready(&self) -> bool {
-        self.upstream_up.load(Ordering::Relaxed) && self.audit_ok.load(Ordering::Relaxed)
+        self.upstream_up.load(Ordering::Relaxed)
+            && self.audit_ok.load(Ordering::Relaxed)
+            && !self.guardian_down.load(Ordering::Relaxed)
     }
 }
 

@@ -7,11 +7,15 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use acs_proxy::admin::{self, Health};
 use acs_proxy::audit::{self, AuditLog, AuditSettings};
 use acs_proxy::config::Config;
+use acs_proxy::config::GuardianMode;
 use acs_proxy::guardian::embedded::EmbeddedGuardian;
+use acs_proxy::guardian::remote::{self, RemoteGuardian};
+use acs_proxy::guardian::Guardian;
 use acs_proxy::relay::{run_stdio, StdioExit};
 use clap::{Args, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -163,7 +167,7 @@ async fn serve(config: Arc<Config>) -> Result<ExitCode, String> {
             .map_err(|e| format!("cannot serve metrics on {address}: {e}"))?;
         tracing::info!(%bound, "metrics, /healthz and /readyz are served");
     }
-    let guardian = Arc::new(EmbeddedGuardian::new(config.policy.clone()));
+    let guardian = guardian(&config, &health)?;
     let exit = run_stdio(config, guardian, audit, health)
         .await
         .map_err(|e| e.to_string())?;
@@ -179,6 +183,31 @@ async fn serve(config: Arc<Config>) -> Result<ExitCode, String> {
             ExitCode::from(3)
         }
     })
+}
+
+/// The Guardian `[guardian]` names; a remote one is pinged in the
+/// background so `/readyz` reflects whether it answers.
+fn guardian(config: &Config, health: &Arc<Health>) -> Result<Arc<dyn Guardian>, String> {
+    match config.guardian.mode {
+        GuardianMode::Embedded => Ok(Arc::new(EmbeddedGuardian::new(config.policy.clone()))),
+        GuardianMode::Remote => {
+            let remote = Arc::new(remote::from_config(config).map_err(|e| e.to_string())?);
+            let interval = Duration::from_millis(config.guardian.ping_interval_ms.max(100));
+            tokio::spawn(ping_loop(remote.clone(), health.clone(), interval));
+            Ok(remote)
+        }
+    }
+}
+
+async fn ping_loop(guardian: Arc<RemoteGuardian>, health: Arc<Health>, interval: Duration) {
+    loop {
+        let up = guardian.ping().await;
+        if let Err(err) = &up {
+            tracing::warn!(%err, "the Guardian does not answer system/ping");
+        }
+        health.set_guardian_up(up.is_ok());
+        tokio::time::sleep(interval).await;
+    }
 }
 
 fn verify(file: &std::path::Path) -> ExitCode {

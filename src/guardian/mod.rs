@@ -8,6 +8,7 @@
 pub mod decision;
 pub mod embedded;
 mod negotiated;
+pub mod remote;
 
 use futures_util::future::BoxFuture;
 
@@ -15,6 +16,7 @@ pub use decision::{Decision, Disposition};
 pub use negotiated::{FailurePosture, Negotiated};
 
 use crate::hooks::{HookRequest, Metadata};
+use remote::wire::codes;
 
 /// Where a decision came from; recorded in every audit entry and metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -73,26 +75,6 @@ pub enum GuardianError {
     Binding(String),
 }
 
-/// ACS error codes (§17.1) the proxy acts on.
-pub mod acs_codes {
-    /// The Guardian refuses the session.
-    pub const SESSION_REFUSED: i64 = -32000;
-    /// No common ACS version.
-    pub const UNSUPPORTED_VERSION: i64 = -32001;
-    /// The Guardian's policy needs provenance the proxy does not produce.
-    pub const PROVENANCE_REQUIRED: i64 = -32002;
-    /// A method the handshake did not negotiate.
-    pub const CAPABILITY_NOT_NEGOTIATED: i64 = -32003;
-    /// A required signature is missing or invalid.
-    pub const SIGNATURE_INVALID: i64 = -32004;
-    /// A `request_id` or `nonce` was seen before.
-    pub const REPLAY_DETECTED: i64 = -32005;
-    /// The request's timestamp is outside the skew window.
-    pub const TIMESTAMP_OUT_OF_WINDOW: i64 = -32006;
-    /// The Guardian's chain head disagrees with the proxy's view.
-    pub const CHAIN_MISMATCH: i64 = -32007;
-}
-
 impl GuardianError {
     /// Failures that deny whatever the failure posture says (DESIGN §3.6):
     /// an answer that cannot be authenticated or bound to its request, and
@@ -100,9 +82,7 @@ impl GuardianError {
     pub fn fails_closed(&self) -> bool {
         match self {
             GuardianError::Signature(_) | GuardianError::Binding(_) => true,
-            GuardianError::Refused { code, .. } => {
-                (acs_codes::CHAIN_MISMATCH..=acs_codes::SIGNATURE_INVALID).contains(code)
-            }
+            GuardianError::Refused { code, .. } => codes::fails_closed(*code),
             _ => false,
         }
     }
@@ -110,12 +90,12 @@ impl GuardianError {
     /// The Guardian says it does not evaluate this method (-32003): the
     /// hook is allowed and recorded as not evaluated.
     pub fn not_negotiated(&self) -> bool {
-        matches!(self, GuardianError::Refused { code, .. } if *code == acs_codes::CAPABILITY_NOT_NEGOTIATED)
+        matches!(self, GuardianError::Refused { code, .. } if *code == codes::CAPABILITY_NOT_NEGOTIATED)
     }
 
     /// An integrity event (§8.6): the Guardian's chain disagrees with ours.
     pub fn is_integrity_event(&self) -> bool {
-        matches!(self, GuardianError::Refused { code, .. } if *code == acs_codes::CHAIN_MISMATCH)
+        matches!(self, GuardianError::Refused { code, .. } if *code == codes::CHAIN_MISMATCH)
     }
 
     /// A bounded label for metrics.

@@ -15,6 +15,8 @@ pub mod tool_call;
 
 pub use envelope::{now_rfc3339, HookRequest, Metadata, ACS_VERSION};
 
+use crate::config::ToolsCallHooks;
+
 /// `steps/sessionStart`.
 pub const SESSION_START: &str = "steps/sessionStart";
 /// `steps/sessionEnd`.
@@ -27,5 +29,34 @@ pub const TOOL_CALL_RESULT: &str = "steps/toolCallResult";
 pub const AGBOM_SNAPSHOT: &str = "agbom/snapshot";
 /// `agbom/changed`.
 pub const AGBOM_CHANGED: &str = "agbom/changed";
+/// Every hook method the proxy can emit with `tools_call` set so: what the
+/// ClientHello declares in `methods_implemented` (§4.1).
+pub fn emitted_methods(tools_call: ToolsCallHooks) -> Vec<String> {
+    let mut methods: Vec<String> = [
+        SESSION_START,
+        SESSION_END,
+        AGBOM_SNAPSHOT,
+        AGBOM_CHANGED,
+        SYSTEM_PING,
+    ]
+    .iter()
+    .map(|m| m.to_string())
+    .collect();
+    if tools_call != ToolsCallHooks::Wrapped {
+        methods.push(TOOL_CALL_REQUEST.to_owned());
+        methods.push(TOOL_CALL_RESULT.to_owned());
+    }
+    let wraps_tools_call = tools_call != ToolsCallHooks::Steps;
+    methods.extend(
+        mcp::KNOWN_METHODS
+            .iter()
+            .filter(|method| wraps_tools_call || **method != "tools/call")
+            .map(|method| mcp::wrapped_method(method)),
+    );
+    methods
+}
+
+/// `handshake/hello`.
+pub const HANDSHAKE_HELLO: &str = "handshake/hello";
 /// `system/ping`.
 pub const SYSTEM_PING: &str = "system/ping";

@@ -8,7 +8,8 @@ use tokio_util::sync::CancellationToken;
 use super::decide::{self, MessageContext};
 use crate::config::StartupPosture;
 use crate::enforce::Action;
-use crate::guardian::{acs_codes, Disposition, FailurePosture, GuardianError, Negotiated};
+use crate::guardian::remote::wire::codes;
+use crate::guardian::{Disposition, FailurePosture, GuardianError, Negotiated};
 use crate::hooks::lifecycle::{
     session_end_payload, session_start_payload, SessionEndReason, SessionStartInfo,
 };
@@ -127,7 +128,7 @@ async fn handshake(session: &Session, mcp_version: Option<&str>) -> Option<Strin
         Err(err) => err,
     };
     if let GuardianError::Refused { code, message } = &err {
-        if (acs_codes::PROVENANCE_REQUIRED..=acs_codes::SESSION_REFUSED).contains(code) {
+        if codes::is_handshake_refusal(*code) {
             return Some(format!(
                 "the Guardian refused the session ({code}: {message})"
             ));

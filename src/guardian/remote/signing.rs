@@ -1,0 +1,198 @@
+//! Signing requests and verifying responses: the HMAC-SHA256 baseline of
+//! ACS §10 (DIGEST §9).
+//!
+//! A remote Guardian's answer decides what reaches the MCP server, so a
+//! forged or altered answer must be detected. Both directions are signed
+//! the same way:
+//!
+//! - **key**: per session, HKDF-SHA256 over a deployment [`SigningSecret`]
+//!   with no salt, `info` = the UTF-8 `metadata.session_id` and 32 bytes of
+//!   output ([`SessionKey`]). The spec leaves these parameters open; these
+//!   are the ones every reference implementation uses (Go, Python, TS).
+//! - **signed input**: the RFC 8785 (JCS) bytes of the whole JSON-RPC
+//!   envelope with only the `signature` member of `params` (requests),
+//!   `result` (decisions and the ServerHello) or `error` (errors) removed.
+//! - **signature**: `{"algorithm":"HMAC-SHA256","value":<standard base64
+//!   with padding>,"key_id":…}` in that same member.
+//!
+//! Checked against the agt-go envelope vectors and the Python adapters'
+//! known-answer test (`tests/vectors/`).
+
+mod secret;
+mod session_key;
+mod sign;
+mod verify;
+
+pub use secret::{SecretError, SigningSecret, MIN_SECRET_BYTES};
+pub use session_key::SessionKey;
+pub use sign::{sign_request, sign_response, SigningError};
+pub use verify::{verify_response, SignatureError};
+
+use serde_json::Value;
+
+use crate::jcs::{canonical_bytes, JcsError};
+
+/// The baseline algorithm, spelled as in the §10.1 registry. It is the only
+/// one this module signs with or verifies.
+pub const HMAC_SHA256: &str = "HMAC-SHA256";
+
+/// The signed input of §10: JCS of `envelope` without `member.signature`.
+///
+/// Works on a copy because the caller's envelope must keep (or is about to
+/// receive) its signature.
+fn signed_input(envelope: &Value, member: &str) -> Result<Vec<u8>, JcsError> {
+    let mut unsigned = envelope.clone();
+    if let Some(container) = unsigned.get_mut(member).and_then(Value::as_object_mut) {
+        container.remove("signature");
+    }
+    canonical_bytes(&unsigned)
+}
+
+/// Which member of a JSON-RPC response carries its signature: `error` for
+/// an error reply, else `result`. A reply with both or neither has no
+/// well-defined signed member, so it is refused with the reason.
+fn response_member(response: &Value) -> Result<&'static str, &'static str> {
+    match (response.get("result"), response.get("error")) {
+        (Some(_), None) => Ok("result"),
+        (None, Some(_)) => Ok("error"),
+        (Some(_), Some(_)) => Err("the response has both `result` and `error`"),
+        (None, None) => Err("the response has neither `result` nor `error`"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The known-answer vectors, end to end: key derivation, signed input,
+    //! request signature and response verification.
+
+    use super::*;
+
+    const GO_VECTORS: &str = include_str!("../../../tests/vectors/agt-go-envelope-vectors.json");
+    const PYTHON_KAT: &str = include_str!("../../../tests/vectors/capture-guardian-kat.json");
+
+    fn go() -> Value {
+        serde_json::from_str(GO_VECTORS).unwrap()
+    }
+
+    fn kat() -> Value {
+        serde_json::from_str(PYTHON_KAT).unwrap()
+    }
+
+    fn go_key(vectors: &Value) -> SessionKey {
+        let ikm = hex::decode(vectors["ikm_hex"].as_str().unwrap()).unwrap();
+        let secret = SigningSecret::from_bytes(ikm).unwrap();
+        SessionKey::derive(&secret, vectors["session_id"].as_str().unwrap())
+    }
+
+    fn kat_key(kat: &Value) -> SessionKey {
+        // The KAT secret is 24 bytes, below what SigningSecret accepts, so
+        // the derivation is exercised directly.
+        let ikm = kat["secret_utf8"].as_str().unwrap().as_bytes();
+        SessionKey::from_ikm(ikm, kat["session_id"].as_str().unwrap())
+    }
+
+    fn without_signature(envelope: &Value, member: &str) -> Value {
+        let mut unsigned = envelope.clone();
+        unsigned[member]
+            .as_object_mut()
+            .unwrap()
+            .remove("signature");
+        unsigned
+    }
+
+    #[test]
+    fn go_vector_session_key() {
+        let vectors = go();
+        assert_eq!(
+            go_key(&vectors).to_hex(),
+            vectors["session_key_hex"].as_str().unwrap()
+        );
+    }
+
+    #[test]
+    fn go_vector_request_signing_input() {
+        let vectors = go();
+        let input = signed_input(&vectors["request"]["signed"], "params").unwrap();
+        assert_eq!(
+            String::from_utf8(input).unwrap(),
+            vectors["request"]["signing_input"].as_str().unwrap()
+        );
+    }
+
+    #[test]
+    fn go_vector_request_signature() {
+        let vectors = go();
+        let signed = &vectors["request"]["signed"];
+        let mut envelope = without_signature(signed, "params");
+        sign_request(&mut envelope, &go_key(&vectors), "k1").unwrap();
+        assert_eq!(
+            envelope["params"]["signature"],
+            signed["params"]["signature"]
+        );
+        assert_eq!(&envelope, signed);
+    }
+
+    #[test]
+    fn go_vector_response_signing_input() {
+        let vectors = go();
+        let input = signed_input(&vectors["response"]["signed"], "result").unwrap();
+        assert_eq!(
+            String::from_utf8(input).unwrap(),
+            vectors["response"]["signing_input"].as_str().unwrap()
+        );
+    }
+
+    #[test]
+    fn go_vector_deny_response_verifies() {
+        let vectors = go();
+        verify_response(&vectors["response"]["signed"], &go_key(&vectors)).unwrap();
+    }
+
+    #[test]
+    fn go_vector_deny_response_signature_is_reproduced() {
+        let vectors = go();
+        let signed = &vectors["response"]["signed"];
+        let mut response = without_signature(signed, "result");
+        sign_response(&mut response, &go_key(&vectors), "k1").unwrap();
+        assert_eq!(&response, signed);
+    }
+
+    #[test]
+    fn python_kat_session_key() {
+        let kat = kat();
+        assert_eq!(
+            kat_key(&kat).to_hex(),
+            kat["session_key_hex"].as_str().unwrap()
+        );
+    }
+
+    #[test]
+    fn python_kat_signing_input() {
+        let kat = kat();
+        let input = signed_input(&kat["unsigned_envelope"], "params").unwrap();
+        assert_eq!(
+            String::from_utf8(input).unwrap(),
+            kat["signing_input"].as_str().unwrap()
+        );
+    }
+
+    #[test]
+    fn python_kat_request_signature() {
+        let kat = kat();
+        let mut envelope = kat["unsigned_envelope"].clone();
+        sign_request(&mut envelope, &kat_key(&kat), "default").unwrap();
+        assert_eq!(envelope["params"]["signature"], kat["signature"]);
+    }
+
+    #[test]
+    fn response_member_is_error_for_errors_and_result_otherwise() {
+        let error = serde_json::json!({"jsonrpc":"2.0","id":1,"error":{}});
+        let result = serde_json::json!({"jsonrpc":"2.0","id":1,"result":{}});
+        let both = serde_json::json!({"jsonrpc":"2.0","id":1,"result":{},"error":{}});
+        let neither = serde_json::json!({"jsonrpc":"2.0","id":1});
+        assert_eq!(response_member(&error), Ok("error"));
+        assert_eq!(response_member(&result), Ok("result"));
+        assert!(response_member(&both).is_err());
+        assert!(response_member(&neither).is_err());
+    }
+}

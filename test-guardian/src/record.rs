@@ -1,0 +1,80 @@
+//! `--record FILE`: one JSON line per request received, so tests can assert
+//! what the Guardian saw and did.
+//!
+//! Each line is
+//! `{"envelope": <request as received>, "signature_valid": true|false|null,
+//!   "action": "<label>", "chain_hash": "<head after the request>"|null}`;
+//! for a body that is not JSON, `envelope` is `null` and `raw` holds the
+//! body as (lossy) UTF-8.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::Mutex;
+
+use anyhow::Context as _;
+use serde_json::{json, Value};
+
+/// What the Guardian knew and did about one request.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The request as received (`null` if it was not JSON).
+    pub envelope: Value,
+    /// The body, only when it was not JSON.
+    pub raw: Option<String>,
+    /// `Some(valid)` when a signature was checked, `None` when not.
+    pub signature_valid: Option<bool>,
+    /// What it did (see README.md for the labels).
+    pub action: String,
+    /// The session head after this request's ContextEntry, if one was written.
+    pub chain_hash: Option<String>,
+}
+
+impl Entry {
+    /// The JSON line written for this entry.
+    pub fn to_json(&self) -> Value {
+        let mut line = json!({
+            "envelope": self.envelope,
+            "signature_valid": self.signature_valid,
+            "action": self.action,
+            "chain_hash": self.chain_hash,
+        });
+        if let Some(raw) = &self.raw {
+            line["raw"] = Value::String(raw.clone());
+        }
+        line
+    }
+}
+
+/// An append-only JSON-lines file.
+#[derive(Debug)]
+pub struct Recorder {
+    file: Mutex<File>,
+}
+
+impl Recorder {
+    /// Opens (creating if needed) `path` for appending.
+    pub fn open(path: &Path) -> anyhow::Result<Recorder> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("opening record file {}", path.display()))?;
+        Ok(Recorder {
+            file: Mutex::new(file),
+        })
+    }
+
+    /// Appends one line and flushes it, so a test may read it right away.
+    pub fn write(&self, entry: &Entry) {
+        let mut line = entry.to_json().to_string();
+        line.push('\n');
+        let mut file = self
+            .file
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Err(err) = file.write_all(line.as_bytes()).and_then(|()| file.flush()) {
+            crate::log(&format!("cannot write the record file: {err}"));
+        }
+    }
+}
