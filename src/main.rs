@@ -16,7 +16,7 @@ use acs_proxy::config::GuardianMode;
 use acs_proxy::guardian::embedded::EmbeddedGuardian;
 use acs_proxy::guardian::remote::{self, RemoteGuardian};
 use acs_proxy::guardian::Guardian;
-use acs_proxy::relay::{run_stdio, StdioExit};
+use acs_proxy::relay::{run_stdio, SessionExit};
 use clap::{Args, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
@@ -172,13 +172,11 @@ async fn serve(config: Arc<Config>) -> Result<ExitCode, String> {
         .await
         .map_err(|e| e.to_string())?;
     Ok(match exit {
-        StdioExit::ClientClosed | StdioExit::Signalled => ExitCode::SUCCESS,
-        StdioExit::ServerExited(exit) => {
-            let status = exit
-                .code
-                .map_or("a signal".to_owned(), |c| format!("status {c}"));
+        SessionExit::ClientClosed | SessionExit::Stopped => ExitCode::SUCCESS,
+        SessionExit::ServerExited(exit) => {
             eprintln!(
-                "acs-proxy: the upstream server exited ({status}); pending requests were failed"
+                "acs-proxy: {}; pending requests were failed",
+                exit.describe()
             );
             ExitCode::from(3)
         }

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::audit::AuditChain;
-use crate::config::Config;
+use crate::config::{Config, UpstreamConfig};
 use crate::enforce::approval::DeferralBudget;
 use crate::guardian::{Guardian, Negotiated};
 use crate::hooks::agbom::{Inventory, ListKind};
@@ -257,6 +257,8 @@ pub struct Session {
     pub guardian: Arc<dyn Guardian>,
     /// This session's audit chain.
     pub audit: AuditChain,
+    /// The downstream transport (`stdio`, `http`, `ws`, `sse`).
+    pub transport: &'static str,
     /// The upstream route name.
     pub upstream: String,
     /// The upstream as a URI, for the AgBOM.
@@ -282,21 +284,17 @@ impl Session {
     /// A session that has not started yet (no message read).
     pub fn new(
         config: Arc<Config>,
+        upstream: &UpstreamConfig,
+        transport: &'static str,
         guardian: Arc<dyn Guardian>,
         audit: AuditChain,
         session_id: Uuid,
         writers: Writers,
     ) -> Self {
-        let upstream = config
-            .upstream()
-            .map(|u| u.name.clone())
-            .unwrap_or_default();
-        let endpoint = config
-            .upstream()
-            .and_then(|u| u.command.first())
-            .map(|program| format!("stdio:{}", program.replace(' ', "%20")))
-            .unwrap_or_else(|| "stdio:upstream".into());
+        let endpoint = upstream.endpoint_uri();
+        let upstream = upstream.name.clone();
         Self {
+            transport,
             config,
             session_id,
             metadata: OnceLock::new(),

@@ -130,6 +130,16 @@ pub struct UpstreamConfig {
     pub shutdown_grace_ms: u64,
 }
 
+impl UpstreamConfig {
+    /// The upstream as a URI, for the AgBOM's `endpoint`.
+    pub fn endpoint_uri(&self) -> String {
+        match self.command.first() {
+            Some(program) => format!("stdio:{}", program.replace(' ', "%20")),
+            None => "stdio:upstream".to_owned(),
+        }
+    }
+}
+
 fn default_upstream_name() -> String {
     "default".to_owned()
 }

@@ -45,7 +45,7 @@ async fn start(session: &Session, first: &Frame) {
         return;
     }
     let info = SessionStartInfo {
-        transport: "stdio",
+        transport: session.transport,
         upstream: session.upstream.clone(),
         client_info,
         protocol_version,

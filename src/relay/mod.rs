@@ -6,13 +6,17 @@
 //! - [`decide`]: the Guardian call, the failure posture, the audit entry.
 //! - [`inventory`]: `agbom/snapshot` and `agbom/changed`.
 //! - [`lifecycle`]: `steps/sessionStart` and `steps/sessionEnd`.
+//! - [`run_session`]: one session over any pair of transports;
+//!   [`run_stdio`] is the stdio deployment built on it.
 
 pub mod decide;
 pub mod flow;
 pub mod inventory;
 pub mod lifecycle;
 pub mod pump;
+mod run;
 pub mod stage;
 mod stdio;
 
-pub use stdio::{run_stdio, StdioExit};
+pub use run::{run_session, Downstream, SessionContext, SessionExit};
+pub use stdio::{run_stdio, stop_on_signal};

@@ -10,6 +10,7 @@
 pub mod child;
 pub mod line;
 pub mod stdio;
+pub mod upstream;
 pub mod writer;
 
 pub use line::{LineCodec, LineFrame};

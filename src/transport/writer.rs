@@ -38,6 +38,18 @@ impl FrameWriter {
         (FrameWriter { tx, close }, task)
     }
 
+    /// A writer whose frames are consumed by the caller instead of being
+    /// written to a byte stream (HTTP responses, WebSocket messages).
+    pub fn channel(capacity: usize) -> (FrameWriter, FrameReceiver) {
+        let (tx, rx) = mpsc::channel(capacity);
+        let close = CancellationToken::new();
+        let receiver = FrameReceiver {
+            rx,
+            close: close.clone(),
+        };
+        (FrameWriter { tx, close }, receiver)
+    }
+
     /// Queues one frame (without its newline).
     pub async fn send(&self, frame: Bytes) -> Result<(), WriterClosed> {
         self.tx.send(frame).await.map_err(|_| WriterClosed)
@@ -57,6 +69,28 @@ impl FrameWriter {
     /// Whether the writer task has stopped.
     pub fn is_closed(&self) -> bool {
         self.tx.is_closed()
+    }
+}
+
+/// The consuming end of [`FrameWriter::channel`].
+#[derive(Debug)]
+pub struct FrameReceiver {
+    rx: mpsc::Receiver<Bytes>,
+    close: CancellationToken,
+}
+
+impl FrameReceiver {
+    /// The next frame; `None` once every handle is dropped, or once
+    /// [`FrameWriter::close`] was called and what was queued is drained.
+    pub async fn recv(&mut self) -> Option<Bytes> {
+        tokio::select! {
+            biased;
+            frame = self.rx.recv() => frame,
+            _ = self.close.cancelled() => {
+                self.rx.close();
+                self.rx.recv().await
+            }
+        }
     }
 }
 
@@ -128,6 +162,20 @@ mod tests {
         let mut out = String::new();
         server.read_to_string(&mut out).await.unwrap();
         assert_eq!(out, "one\ntwo\n");
+    }
+
+    #[tokio::test]
+    async fn channel_writer_drains_then_ends_on_close() {
+        let (writer, mut receiver) = FrameWriter::channel(4);
+        let other_handle = writer.clone();
+        writer.send(Bytes::from_static(b"a")).await.unwrap();
+        writer.close();
+        assert_eq!(receiver.recv().await, Some(Bytes::from_static(b"a")));
+        assert_eq!(receiver.recv().await, None);
+        assert!(other_handle
+            .send(Bytes::from_static(b"late"))
+            .await
+            .is_err());
     }
 
     #[tokio::test]

@@ -1,0 +1,164 @@
+//! One session from start to an orderly end, whatever the transports: two
+//! pumps, then whichever side closes first decides how the other is ended,
+//! and `steps/sessionEnd` seals the audit chain.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::stream::BoxStream;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::decide::{self, MessageContext};
+use super::{lifecycle, pump};
+use crate::audit::AuditLog;
+use crate::config::{Config, UpstreamConfig};
+use crate::enforce::Action;
+use crate::guardian::{Decision, Guardian};
+use crate::hooks::lifecycle::SessionEndReason;
+use crate::jsonrpc::{codes, error_response};
+use crate::metrics::METRICS;
+use crate::session::{Direction, Session, Writers};
+use crate::transport::upstream::{Upstream, UpstreamExit};
+use crate::transport::writer::FrameWriter;
+use crate::transport::LineFrame;
+
+/// How long the server may keep writing after its input was closed,
+/// before its output is abandoned.
+const DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
+/// The agent's side of one session.
+pub struct Downstream {
+    /// Frames from the agent.
+    pub frames: BoxStream<'static, std::io::Result<LineFrame>>,
+    /// Frames to the agent.
+    pub writer: FrameWriter,
+    /// `stdio`, `http`, `ws` or `sse`, for `steps/sessionStart`.
+    pub transport: &'static str,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionExit {
+    /// The client closed its side; the server was shut down in order.
+    ClientClosed,
+    /// The proxy was asked to stop.
+    Stopped,
+    /// The server ended on its own; in-flight requests were failed.
+    ServerExited(UpstreamExit),
+}
+
+/// What a session runs with besides its two sides.
+pub struct SessionContext {
+    /// The configuration in force.
+    pub config: Arc<Config>,
+    /// The upstream route this session is bound to.
+    pub upstream: UpstreamConfig,
+    /// Who decides.
+    pub guardian: Arc<dyn Guardian>,
+    /// Where the session's chain is written.
+    pub audit: AuditLog,
+}
+
+/// Runs one session until either side closes or `stop` fires.
+pub async fn run_session(
+    context: SessionContext,
+    downstream: Downstream,
+    mut upstream: Upstream,
+    stop: CancellationToken,
+) -> SessionExit {
+    let writers = Writers {
+        client: downstream.writer.clone(),
+        server: upstream.writer.clone(),
+    };
+    let session_id = Uuid::new_v4();
+    let chain = context.audit.session(&session_id.to_string());
+    let session = Arc::new(Session::new(
+        context.config.clone(),
+        &context.upstream,
+        downstream.transport,
+        context.guardian.clone(),
+        chain,
+        session_id,
+        writers,
+    ));
+    METRICS.sessions_active.inc();
+    let mut client_pump = tokio::spawn(pump::run(
+        session.clone(),
+        Direction::ClientToServer,
+        downstream.frames,
+    ));
+    let mut server_pump = tokio::spawn(pump::run(
+        session.clone(),
+        Direction::ServerToClient,
+        upstream.frames,
+    ));
+
+    let exit = tokio::select! {
+        _ = &mut client_pump => {
+            upstream.writer.close();
+            let exit = upstream.control.shutdown().await;
+            drain(&mut server_pump).await;
+            tracing::debug!(?exit, "client closed; upstream shut down");
+            SessionExit::ClientClosed
+        }
+        _ = &mut server_pump => {
+            let exit = upstream.control.wait().await;
+            fail_pending(&session, &exit).await;
+            client_pump.abort();
+            SessionExit::ServerExited(exit)
+        }
+        _ = stop.cancelled() => {
+            client_pump.abort();
+            upstream.writer.close();
+            let _ = upstream.control.shutdown().await;
+            drain(&mut server_pump).await;
+            SessionExit::Stopped
+        }
+    };
+    let reason = match exit {
+        SessionExit::ClientClosed => SessionEndReason::Completed,
+        SessionExit::Stopped => SessionEndReason::Cancelled,
+        SessionExit::ServerExited(_) => SessionEndReason::Error,
+    };
+    lifecycle::end(&session, reason).await;
+    METRICS.sessions_active.dec();
+    upstream.writer.close();
+    if let Some(task) = upstream.writer_task.take() {
+        let _ = task.await;
+    }
+    exit
+}
+
+async fn drain(pump: &mut tokio::task::JoinHandle<()>) {
+    if tokio::time::timeout(DRAIN_LIMIT, &mut *pump).await.is_err() {
+        pump.abort();
+    }
+}
+
+/// The server is gone: every request still waiting for it gets an error
+/// reply and an audit entry.
+async fn fail_pending(session: &Session, exit: &UpstreamExit) {
+    let reason = exit.describe();
+    let decision = Decision::deny(reason.clone(), None);
+    for (id, request) in session.client_pending.drain() {
+        request.cancel.cancel();
+        let context = MessageContext {
+            direction: Direction::ServerToClient,
+            mcp_method: request.method.clone(),
+            mcp_id: Some(id.to_value()),
+        };
+        let step = Uuid::new_v4().to_string();
+        let _ = decide::record_event(
+            session,
+            step,
+            &decision,
+            &context,
+            Action::Blocked,
+            reason.clone(),
+        )
+        .await;
+        let reply = error_response(Some(&id), codes::UPSTREAM_UNAVAILABLE, &reason, None);
+        let _ = session.writers.client.send(reply).await;
+    }
+}
