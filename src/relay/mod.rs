@@ -15,8 +15,10 @@ pub mod inventory;
 pub mod lifecycle;
 pub mod pump;
 mod run;
+mod sessions;
 pub mod stage;
 mod stdio;
 
-pub use run::{run_session, Downstream, SessionContext, SessionExit};
+pub use run::{run_session, SessionContext, SessionExit};
+pub use sessions::RelaySessions;
 pub use stdio::{run_stdio, stop_on_signal};

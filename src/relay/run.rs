@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::stream::BoxStream;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -19,23 +18,12 @@ use crate::hooks::lifecycle::SessionEndReason;
 use crate::jsonrpc::{codes, error_response};
 use crate::metrics::METRICS;
 use crate::session::{Direction, Session, Writers};
+use crate::transport::downstream::Downstream;
 use crate::transport::upstream::{Upstream, UpstreamExit};
-use crate::transport::writer::FrameWriter;
-use crate::transport::LineFrame;
 
 /// How long the server may keep writing after its input was closed,
 /// before its output is abandoned.
 const DRAIN_LIMIT: Duration = Duration::from_secs(5);
-
-/// The agent's side of one session.
-pub struct Downstream {
-    /// Frames from the agent.
-    pub frames: BoxStream<'static, std::io::Result<LineFrame>>,
-    /// Frames to the agent.
-    pub writer: FrameWriter,
-    /// `stdio`, `http`, `ws` or `sse`, for `steps/sessionStart`.
-    pub transport: &'static str,
-}
 
 /// How a session ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

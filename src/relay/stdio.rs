@@ -7,11 +7,12 @@ use futures_util::StreamExt;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
-use super::run::{run_session, Downstream, SessionContext, SessionExit};
+use super::run::{run_session, SessionContext, SessionExit};
 use crate::admin::Health;
 use crate::audit::AuditLog;
 use crate::config::Config;
 use crate::guardian::Guardian;
+use crate::transport::downstream::Downstream;
 use crate::transport::stdio::StdioDownstream;
 use crate::transport::upstream::{self, UpstreamError};
 
@@ -31,7 +32,8 @@ pub async fn run_stdio(
         &upstream_config,
         limits.max_message_bytes,
         limits.max_in_flight,
-    )?;
+    )
+    .await?;
     health.set_upstream_up(true);
     let stdio = StdioDownstream::open(limits.max_message_bytes, limits.max_in_flight);
     let downstream = Downstream {

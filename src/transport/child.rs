@@ -177,11 +177,8 @@ mod tests {
 
     fn upstream(command: &[&str], grace_ms: u64) -> UpstreamConfig {
         UpstreamConfig {
-            name: "test".into(),
-            command: command.iter().map(|s| s.to_string()).collect(),
-            env: Default::default(),
-            cwd: None,
             shutdown_grace_ms: grace_ms,
+            ..UpstreamConfig::for_command(command.iter().map(|s| s.to_string()).collect())
         }
     }
 

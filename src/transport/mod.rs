@@ -8,9 +8,13 @@
 //! - [`writer`]: the task that owns one outgoing byte stream.
 
 pub mod child;
+pub mod downstream;
+pub mod http;
 pub mod line;
+pub mod sse;
 pub mod stdio;
 pub mod upstream;
 pub mod writer;
+pub mod ws;
 
 pub use line::{LineCodec, LineFrame};

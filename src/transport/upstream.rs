@@ -8,7 +8,7 @@ use futures_util::{FutureExt, StreamExt};
 use super::child::{ChildError, ChildExit, ChildProcess, ChildUpstream};
 use super::line::LineFrame;
 use super::writer::FrameWriter;
-use crate::config::UpstreamConfig;
+use crate::config::{UpstreamConfig, UpstreamTransport};
 
 /// How an upstream ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,14 +72,35 @@ pub enum UpstreamError {
     /// A stdio server could not be started.
     #[error(transparent)]
     Child(#[from] ChildError),
+    /// A network server could not be reached or refused the connection.
+    #[error("upstream {route}: {reason}")]
+    Network {
+        /// The route name.
+        route: String,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
-/// Connects to the upstream `config` describes.
-pub fn connect(
+/// Connects to the upstream `config` describes: spawns its `command`, or
+/// reaches its `url` over the transport it names.
+pub async fn connect(
     config: &UpstreamConfig,
     max_message_bytes: usize,
     queue: usize,
 ) -> Result<Upstream, UpstreamError> {
+    match config.network_transport() {
+        Some(UpstreamTransport::StreamableHttp) => {
+            return super::http::client::connect(config, max_message_bytes, queue).await
+        }
+        Some(UpstreamTransport::Sse) => {
+            return super::sse::client::connect(config, max_message_bytes, queue).await
+        }
+        Some(UpstreamTransport::Ws) => {
+            return super::ws::client::connect(config, max_message_bytes, queue).await
+        }
+        None => {}
+    }
     let child = ChildUpstream::spawn(config, max_message_bytes, queue)?;
     let (process, frames, writer, writer_task) = child.into_parts();
     Ok(Upstream {

@@ -72,10 +72,9 @@ impl StdioTransport {
     ) -> Result<Self, TransportError> {
         let config = UpstreamConfig {
             name: "guardian".into(),
-            command: command.to_vec(),
             env: env.clone(),
-            cwd: None,
-            shutdown_grace_ms: SHUTDOWN_GRACE.as_millis() as u64,
+            shutdown_grace_ms: u64::try_from(SHUTDOWN_GRACE.as_millis()).unwrap_or(u64::MAX),
+            ..UpstreamConfig::for_command(command.to_vec())
         };
         // The line codec's limit is irrelevant: only the raw stdout is kept.
         let child = ChildUpstream::spawn(&config, max_frame, WRITE_QUEUE).map_err(spawn_error)?;

@@ -1,0 +1,98 @@
+//! `[guardian]`: who decides, and how to reach a remote Guardian.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// Which Guardian decides, and how to reach a remote one.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardianConfig {
+    /// `embedded` (the `[policy]` rules) or `remote` (an ACS Guardian).
+    #[serde(default)]
+    pub mode: GuardianMode,
+    /// Remote over HTTP(S): the Guardian's endpoint, e.g. `https://guardian:8787/acs`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Remote over stdio: the Guardian program and arguments (Content-Length framing).
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// The HMAC secret: a file of at least 32 raw bytes.
+    #[serde(default)]
+    pub secret_file: Option<PathBuf>,
+    /// The HMAC secret: the name of an environment variable holding it in base64.
+    #[serde(default)]
+    pub secret_env: Option<String>,
+    /// `key_id` sent with every signature.
+    #[serde(default = "default_key_id")]
+    pub key_id: String,
+    /// Decision timeout used until (or unless) the Guardian's ServerHello sets one.
+    #[serde(default = "default_guardian_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Local failure posture; it can only make the negotiated one stricter.
+    #[serde(default)]
+    pub on_decision_failure: Option<PostureSetting>,
+    /// What a session does when the handshake gets no answer.
+    #[serde(default)]
+    pub startup_posture: StartupPosture,
+    /// Extra CA certificate (PEM) trusted for an `https` Guardian.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate (PEM) for mutual TLS.
+    #[serde(default)]
+    pub client_cert: Option<PathBuf>,
+    /// Client private key (PEM) for mutual TLS.
+    #[serde(default)]
+    pub client_key: Option<PathBuf>,
+    /// Send the hooks of one message as a JSON-RPC batch (falls back to
+    /// one at a time when the Guardian answers -32600).
+    #[serde(default)]
+    pub batch: bool,
+    /// How often `system/ping` checks the Guardian for `/readyz`.
+    #[serde(default = "default_ping_interval_ms")]
+    pub ping_interval_ms: u64,
+}
+
+fn default_key_id() -> String {
+    "default".to_owned()
+}
+
+fn default_guardian_timeout_ms() -> u64 {
+    5_000
+}
+
+fn default_ping_interval_ms() -> u64 {
+    10_000
+}
+
+/// `on_decision_failure` as written in `proxy.toml`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PostureSetting {
+    /// Fail open (the ACS default); only documents intent.
+    Proceed,
+    /// Fail closed, whatever the Guardian negotiates.
+    Deny,
+}
+
+/// What a session does when the Guardian handshake gets no answer (§4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StartupPosture {
+    /// Run the session unguarded; every bypassed hook is audited.
+    #[default]
+    Proceed,
+    /// Refuse the session: every request is answered with an error.
+    Refuse,
+}
+
+/// Guardian kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GuardianMode {
+    /// Rules from `[policy]`, evaluated in process.
+    #[default]
+    Embedded,
+    /// An ACS Guardian over HTTP(S) or stdio.
+    Remote,
+}

@@ -1,0 +1,60 @@
+//! `[hooks]`: how MCP messages become hooks and what every envelope carries.
+
+use serde::Deserialize;
+
+/// How MCP messages become hooks, and what goes in every envelope.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HooksConfig {
+    /// Which hooks a `tools/call` produces.
+    #[serde(default)]
+    pub tools_call: ToolsCallHooks,
+    /// `metadata.agent_id`; defaults to the client's `clientInfo.name`.
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    /// `metadata.environment` (development | staging | production).
+    #[serde(default)]
+    pub environment: Option<String>,
+    /// Fetch the server's tools, prompts and resources right after
+    /// `initialize` so `agbom/snapshot` describes the whole inventory before
+    /// the agent's first content-bearing message.
+    #[serde(default = "default_true")]
+    pub inventory: bool,
+    /// How long the inventory fetch may take before the snapshot is sent
+    /// with what arrived.
+    #[serde(default = "default_inventory_timeout_ms")]
+    pub inventory_timeout_ms: u64,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        Self {
+            tools_call: ToolsCallHooks::default(),
+            agent_id: None,
+            environment: None,
+            inventory: true,
+            inventory_timeout_ms: default_inventory_timeout_ms(),
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_inventory_timeout_ms() -> u64 {
+    5_000
+}
+
+/// The hooks a `tools/call` yields (DESIGN §3.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolsCallHooks {
+    /// Only `steps/toolCallRequest` / `steps/toolCallResult`.
+    Steps,
+    /// Only `protocols/MCP/tools/call`.
+    Wrapped,
+    /// Both, as a pipeline: wrapped first, then the step on what it let through.
+    #[default]
+    Both,
+}

@@ -1,0 +1,115 @@
+//! `[listen]`: where agents reach the proxy, and who may.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// The downstream (agent-facing) side.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenConfig {
+    /// How agents reach the proxy.
+    #[serde(default)]
+    pub transport: ListenTransport,
+    /// Socket address for network transports (loopback unless configured).
+    #[serde(default = "default_listen_address")]
+    pub address: SocketAddr,
+    /// The MCP endpoint path; with several upstreams each is served at `<path>/<name>`.
+    #[serde(default = "default_listen_path")]
+    pub path: String,
+    /// Also serve the legacy HTTP+SSE transport (2024-11-05) for old clients,
+    /// at `<path>/sse` (GET) and `<path>/message` (POST).
+    #[serde(default)]
+    pub legacy_sse: bool,
+    /// `Origin` values accepted (DNS-rebinding protection). A request with
+    /// any other `Origin` gets 403; requests without one are accepted.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// `Host` names accepted (port ignored). Empty means the loopback names
+    /// when bound to loopback, and any host otherwise.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// A file of bearer tokens, one per line; when set, every request must
+    /// carry `Authorization: Bearer <token>`.
+    #[serde(default)]
+    pub auth_tokens_file: Option<PathBuf>,
+    /// TLS certificate chain (PEM); with `tls_key`, the listener speaks HTTPS/WSS.
+    #[serde(default)]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM).
+    #[serde(default)]
+    pub tls_key: Option<PathBuf>,
+    /// Sessions open at once; more are refused with 503.
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
+    /// A session with no request for this long is closed.
+    #[serde(default = "default_session_idle_timeout_ms")]
+    pub session_idle_timeout_ms: u64,
+}
+
+impl Default for ListenConfig {
+    fn default() -> Self {
+        Self {
+            transport: ListenTransport::default(),
+            address: default_listen_address(),
+            path: default_listen_path(),
+            legacy_sse: false,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            auth_tokens_file: None,
+            tls_cert: None,
+            tls_key: None,
+            max_sessions: default_max_sessions(),
+            session_idle_timeout_ms: default_session_idle_timeout_ms(),
+        }
+    }
+}
+
+impl ListenConfig {
+    /// Checks the network settings fit together.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err("listen: `tls_cert` and `tls_key` go together".into());
+        }
+        if !self.path.starts_with('/') {
+            return Err(format!(
+                "listen.path must start with '/', got {:?}",
+                self.path
+            ));
+        }
+        if self.max_sessions == 0 {
+            return Err("listen.max_sessions must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+fn default_listen_address() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+
+fn default_listen_path() -> String {
+    "/mcp".to_owned()
+}
+
+fn default_max_sessions() -> usize {
+    1024
+}
+
+fn default_session_idle_timeout_ms() -> u64 {
+    30 * 60 * 1000
+}
+
+/// Downstream transports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListenTransport {
+    /// The agent spawns the proxy and talks on its stdin/stdout.
+    #[default]
+    Stdio,
+    /// Streamable HTTP (and legacy SSE when enabled).
+    Http,
+    /// WebSocket, subprotocol `mcp`.
+    Ws,
+}

@@ -1,0 +1,77 @@
+//! `[audit]`, `[metrics]` and `[limits]`: what the proxy records, exports and bounds.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::audit::FsyncMode;
+
+/// The audit log.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// JSONL file the hash chains are appended to.
+    #[serde(default = "default_audit_path")]
+    pub path: PathBuf,
+    /// When appends reach the disk.
+    #[serde(default)]
+    pub fsync: FsyncMode,
+    /// Keep each hook's full `params` (arguments, results, the MCP message)
+    /// in its entry. Off by default: entries then hold only digests, so the
+    /// log carries no secrets that passed through the proxy.
+    #[serde(default)]
+    pub record_content: bool,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self {
+            path: default_audit_path(),
+            fsync: FsyncMode::default(),
+            record_content: false,
+        }
+    }
+}
+
+fn default_audit_path() -> PathBuf {
+    PathBuf::from("acs-audit.jsonl")
+}
+
+/// The Prometheus and health endpoint.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Where `/metrics`, `/healthz` and `/readyz` are served; off when absent.
+    #[serde(default)]
+    pub address: Option<SocketAddr>,
+}
+
+/// Bounds on what a peer may make the proxy hold.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Largest single message (one stdio line), in bytes.
+    #[serde(default = "default_max_message_bytes")]
+    pub max_message_bytes: usize,
+    /// Messages read from one side but not yet written to the other.
+    #[serde(default = "default_max_in_flight")]
+    pub max_in_flight: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: default_max_message_bytes(),
+            max_in_flight: default_max_in_flight(),
+        }
+    }
+}
+
+fn default_max_message_bytes() -> usize {
+    16 * 1024 * 1024
+}
+
+fn default_max_in_flight() -> usize {
+    256
+}

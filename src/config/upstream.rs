@@ -1,0 +1,136 @@
+//! `[[upstream]]`: the MCP servers behind the proxy.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// One MCP server behind the proxy: a program to spawn (`command`) or a
+/// server to reach (`url`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Route name (`/mcp/<name>` on network transports; audit and metrics label).
+    #[serde(default = "default_upstream_name")]
+    pub name: String,
+    /// Program and arguments of a stdio server the proxy spawns.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// Extra environment variables for the spawned server.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory for the spawned server.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// How long to wait after closing the server's stdin before SIGTERM,
+    /// and again before SIGKILL.
+    #[serde(default = "default_shutdown_grace_ms")]
+    pub shutdown_grace_ms: u64,
+    /// A network server: `http(s)://…` (Streamable HTTP or legacy SSE) or `ws(s)://…`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// How to speak to `url`; inferred from its scheme when absent.
+    #[serde(default)]
+    pub transport: Option<UpstreamTransport>,
+    /// Headers sent with every upstream request (e.g. `Authorization`).
+    /// Never logged.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Pass the agent's own `Authorization` header upstream. Off by default:
+    /// MCP forbids token passthrough unless deliberately configured.
+    #[serde(default)]
+    pub forward_authorization: bool,
+    /// Extra CA certificate (PEM) trusted for an `https`/`wss` upstream.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate (PEM) for mutual TLS to the upstream.
+    #[serde(default)]
+    pub client_cert: Option<PathBuf>,
+    /// Client private key (PEM) for mutual TLS to the upstream.
+    #[serde(default)]
+    pub client_key: Option<PathBuf>,
+}
+
+/// Network upstream transports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UpstreamTransport {
+    /// MCP Streamable HTTP (2025-03-26 and later).
+    StreamableHttp,
+    /// The legacy HTTP+SSE transport (2024-11-05).
+    Sse,
+    /// WebSocket, subprotocol `mcp`, one message per text frame.
+    Ws,
+}
+
+impl UpstreamConfig {
+    /// A spawned server with default settings (the `acs-proxy -- COMMAND` form).
+    pub fn for_command(command: Vec<String>) -> Self {
+        Self {
+            name: default_upstream_name(),
+            command,
+            env: BTreeMap::new(),
+            cwd: None,
+            shutdown_grace_ms: default_shutdown_grace_ms(),
+            url: None,
+            transport: None,
+            headers: BTreeMap::new(),
+            forward_authorization: false,
+            ca_file: None,
+            client_cert: None,
+            client_key: None,
+        }
+    }
+
+    /// The upstream as a URI, for the AgBOM's `endpoint`.
+    pub fn endpoint_uri(&self) -> String {
+        if let Some(url) = &self.url {
+            return url.clone();
+        }
+        match self.command.first() {
+            Some(program) => format!("stdio:{}", program.replace(' ', "%20")),
+            None => "stdio:upstream".to_owned(),
+        }
+    }
+
+    /// The transport for `url`: as configured, else from the scheme.
+    pub fn network_transport(&self) -> Option<UpstreamTransport> {
+        let url = self.url.as_deref()?;
+        Some(
+            self.transport
+                .unwrap_or(if url.starts_with("ws://") || url.starts_with("wss://") {
+                    UpstreamTransport::Ws
+                } else {
+                    UpstreamTransport::StreamableHttp
+                }),
+        )
+    }
+
+    /// Checks that the route names exactly one way to reach its server.
+    pub fn validate(&self) -> Result<(), String> {
+        let name = &self.name;
+        match (&self.url, self.command.is_empty()) {
+            (Some(_), false) => Err(format!("upstream \"{name}\": set `command` or `url`, not both")),
+            (None, true) => Err(format!(
+                "upstream \"{name}\": `command` (a stdio server) or `url` (a network server) is required"
+            )),
+            (Some(url), true) => {
+                let known = ["http://", "https://", "ws://", "wss://"];
+                if known.iter().any(|scheme| url.starts_with(scheme)) {
+                    Ok(())
+                } else {
+                    Err(format!("upstream \"{name}\": unsupported url scheme in {url:?}"))
+                }
+            }
+            (None, false) => Ok(()),
+        }
+    }
+}
+
+fn default_upstream_name() -> String {
+    "default".to_owned()
+}
+
+fn default_shutdown_grace_ms() -> u64 {
+    2_000
+}
