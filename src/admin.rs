@@ -70,6 +70,36 @@ pub async fn serve(address: SocketAddr, health: Arc<Health>) -> std::io::Result<
     Ok(bound)
 }
 
+/// Asks `/healthz` at `address` (the container `HEALTHCHECK`); plain
+/// HTTP/1.1 over a socket, so the image needs no curl.
+pub fn probe(address: &str) -> Result<(), String> {
+    use std::io::{Read, Write};
+    use std::time::Duration;
+    let mut stream =
+        std::net::TcpStream::connect(address).map_err(|e| format!("{address}: {e}"))?;
+    let timeout = Some(Duration::from_secs(3));
+    stream
+        .set_read_timeout(timeout)
+        .map_err(|e| e.to_string())?;
+    stream
+        .set_write_timeout(timeout)
+        .map_err(|e| e.to_string())?;
+    write!(
+        stream,
+        "GET /healthz HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .map_err(|e| e.to_string())?;
+    match response.lines().next() {
+        Some(status) if status.starts_with("HTTP/1.1 200") => Ok(()),
+        Some(status) => Err(format!("{address}: {status}")),
+        None => Err(format!("{address}: empty response")),
+    }
+}
+
 async fn metrics() -> impl IntoResponse {
     (
         [(

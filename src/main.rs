@@ -40,6 +40,11 @@ enum Command {
     /// Work with configuration files.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Exit 0 when `/healthz` answers at ADDRESS (for container health checks).
+    Healthcheck {
+        /// The `[metrics] address`, e.g. 127.0.0.1:9464.
+        address: String,
+    },
 }
 
 #[derive(Args, Debug, Default)]
@@ -87,6 +92,13 @@ fn main() -> ExitCode {
         Some(Command::Audit(AuditCommand::Verify { file })) => verify(&file),
         Some(Command::Audit(AuditCommand::Repair { file })) => repair(&file),
         Some(Command::Config(ConfigCommand::Check { file })) => check(&file),
+        Some(Command::Healthcheck { address }) => match admin::probe(&address) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("acs-proxy: unhealthy: {err}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 

@@ -70,7 +70,21 @@ fn metrics_and_health_are_served() {
         !metrics.contains("sk-demo"),
         "no payload content in metrics"
     );
+    let probe = Command::new(support::proxy_bin())
+        .args(["healthcheck", &format!("127.0.0.1:{port}")])
+        .output()
+        .unwrap();
+    assert!(
+        probe.status.success(),
+        "{}",
+        String::from_utf8_lossy(&probe.stderr)
+    );
     assert!(proxy.finish().success());
+    let probe = Command::new(support::proxy_bin())
+        .args(["healthcheck", &format!("127.0.0.1:{port}")])
+        .output()
+        .unwrap();
+    assert!(!probe.status.success(), "nothing listens any more");
 }
 
 #[test]
