@@ -47,18 +47,27 @@ pub async fn decide(
     cancel: &CancellationToken,
 ) -> Option<Decided> {
     let negotiated = session.negotiated();
-    if let Some(reason) = &negotiated.unguarded {
-        METRICS
-            .decision_failures_total
-            .with_label_values(&["unguarded", "proceed"])
-            .inc();
+    if session.learned().refused.is_some() {
+        // A refused session has no Guardian session to talk to; what is
+        // still recorded (its sessionEnd) is recorded without asking.
         return Some(count(
             hook,
             Decided {
                 decision: Decision::allow(),
-                source: DecisionSource::Posture,
-                failure: Some(format!("unguarded session: {reason}")),
+                source: DecisionSource::NotEvaluated,
+                failure: Some("the session was refused; not sent to the Guardian".into()),
             },
+        ));
+    }
+    if let Some(reason) = &negotiated.unguarded {
+        let posture = negotiated.on_decision_failure;
+        METRICS
+            .decision_failures_total
+            .with_label_values(&["unguarded", posture_label(posture)])
+            .inc();
+        return Some(count(
+            hook,
+            self::posture(posture, format!("unguarded session: {reason}")),
         ));
     }
     if !negotiated.evaluates(&hook.method) {
@@ -124,15 +133,18 @@ fn failure(negotiated: FailurePosture, err: &GuardianError) -> Decided {
     if err.is_integrity_event() {
         METRICS.integrity_events_total.inc();
     }
-    let posture_label = match posture {
-        FailurePosture::Proceed => "proceed",
-        FailurePosture::Deny => "deny",
-    };
     METRICS
         .decision_failures_total
-        .with_label_values(&[err.reason(), posture_label])
+        .with_label_values(&[err.reason(), posture_label(posture)])
         .inc();
     self::posture(posture, err.to_string())
+}
+
+fn posture_label(posture: FailurePosture) -> &'static str {
+    match posture {
+        FailurePosture::Proceed => "proceed",
+        FailurePosture::Deny => "deny",
+    }
 }
 
 fn posture(posture: FailurePosture, failure: String) -> Decided {

@@ -103,7 +103,7 @@ pub async fn observe_response(
 pub async fn take_snapshot(session: &Session) {
     let capabilities = {
         let learned = session.learned();
-        if learned.snapshot_sent {
+        if learned.snapshot_sent || learned.refused.is_some() {
             return;
         }
         learned

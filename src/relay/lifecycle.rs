@@ -6,7 +6,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::decide::{self, MessageContext};
-use crate::config::StartupPosture;
+use crate::config::{PostureSetting, StartupPosture};
 use crate::enforce::Action;
 use crate::guardian::remote::wire::codes;
 use crate::guardian::{Disposition, FailurePosture, GuardianError, Negotiated};
@@ -140,8 +140,14 @@ async fn handshake(session: &Session, mcp_version: Option<&str>) -> Option<Strin
         )),
         StartupPosture::Proceed => {
             tracing::warn!(%err, "the Guardian handshake failed; the session runs unguarded");
+            // Unguarded hooks resolve by the failure posture: a local `deny`
+            // still makes every one of them a deny.
+            let local = match session.config.guardian.on_decision_failure {
+                Some(PostureSetting::Deny) => FailurePosture::Deny,
+                _ => FailurePosture::Proceed,
+            };
             session.set_negotiated(Negotiated {
-                on_decision_failure: FailurePosture::Proceed,
+                on_decision_failure: local,
                 unguarded: Some(format!("the Guardian handshake failed: {err}")),
                 ..Negotiated::default()
             });

@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod guardian;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
@@ -121,6 +123,16 @@ impl Scratch {
         let text = text.replacen("\n[audit]\n", "\n[audit]\nrecord_content = true\n", 1);
         std::fs::write(&path, text).expect("write config");
         path
+    }
+
+    /// Like [`Scratch::demo_config`], with a remote Guardian: `guardian`
+    /// holds the `[guardian]` keys besides `mode = "remote"` (the endpoint,
+    /// the secret, timeouts, postures; see [`guardian::TestGuardian`]), and
+    /// `extra` any other sections.
+    pub fn remote_demo_config(&self, guardian: &str, extra: &str) -> PathBuf {
+        self.demo_config(&format!(
+            "[guardian]\nmode = \"remote\"\n{guardian}\n{extra}"
+        ))
     }
 
     /// Writes a `proxy.toml` in front of `command`.
