@@ -226,3 +226,44 @@ fn the_readme_demo_denies_one_tool_and_redacts_one_pattern() {
     );
     scratch.assert_audit_verifies();
 }
+
+#[test]
+fn readyz_follows_the_remote_guardians_ping() {
+    use support::guardian::TestGuardian;
+    let scratch = Scratch::new();
+    let mut guardian = TestGuardian::http(&scratch, &json!({}));
+    let port = free_port();
+    let config = guardian.proxy_config(
+        &scratch,
+        "ping_interval_ms = 100\n",
+        &format!("[metrics]\naddress = \"127.0.0.1:{port}\"\n"),
+    );
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    let ready = |want: &str| {
+        let deadline = Instant::now() + support::WAIT;
+        loop {
+            let status = wait_for_http(port, "/readyz");
+            if status.starts_with(want) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "readyz never became {want}: {status}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    ready("HTTP/1.1 200");
+    assert!(guardian
+        .records()
+        .iter()
+        .any(|r| r["envelope"]["method"] == "system/ping"));
+    guardian.stop();
+    ready("HTTP/1.1 503");
+    assert!(
+        wait_for_http(port, "/healthz").starts_with("HTTP/1.1 200"),
+        "the process is still up"
+    );
+    assert!(proxy.finish().success());
+}
