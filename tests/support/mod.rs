@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod mcp_servers;
+
 pub mod guardian;
 
 use std::io::{BufRead, BufReader, Write};
