@@ -1360,3 +1360,553 @@ fn dead_guardian_with_posture_proceed_lets_everything_through_and_audits_each_by
     }
     assert_eq!(entries_of(&entries, "steps/sessionEnd").len(), 1);
 }
+
+// ------------------------------------------------- batches and nonces
+
+/// `[guardian]` keys turning batching on.
+const BATCH: &str = "batch = true\n";
+
+/// The Guardian's hook records, each batch's records grouped (by the
+/// record's `batch` number), single requests alone, in processing order.
+/// Arrays the Guardian refused are left out.
+fn hook_groups(guardian: &TestGuardian) -> Vec<Vec<Value>> {
+    let mut groups: Vec<Vec<Value>> = Vec::new();
+    for record in guardian.hook_records() {
+        if record["envelope"].is_array() {
+            continue;
+        }
+        let batch = record.get("batch").cloned();
+        match groups.last_mut() {
+            Some(group) if batch.is_some() && group[0].get("batch") == batch.as_ref() => {
+                group.push(record)
+            }
+            _ => groups.push(vec![record]),
+        }
+    }
+    groups
+}
+
+/// The methods of each batch the Guardian accepted, in order.
+fn batched_methods(guardian: &TestGuardian) -> Vec<Vec<Value>> {
+    hook_groups(guardian)
+        .into_iter()
+        .filter(|group| group[0].get("batch").is_some())
+        .map(|group| {
+            for (index, record) in group.iter().enumerate() {
+                assert_eq!(record["batch_index"], index, "{record}");
+            }
+            group
+                .iter()
+                .map(|record| record["envelope"]["method"].clone())
+                .collect()
+        })
+        .collect()
+}
+
+/// [`assert_signed_and_chained`] for a proxy that batches: every request
+/// validly signed (arrays the Guardian refused are only the refusal), and
+/// every element of one batch carries the head the proxy knew when it sent
+/// the batch; after it, the newest head the proxy accepted from the batch.
+/// A batch with a `late` element is one reply that came too late (as in
+/// these tests), so none of its heads were accepted.
+fn assert_signed_and_chained_in_batches(guardian: &TestGuardian) {
+    for record in guardian.records() {
+        if record["envelope"]["method"] == "system/ping" {
+            continue;
+        }
+        if record["envelope"].is_array() {
+            assert_eq!(record["action"], "reject:batch_not_supported", "{record}");
+            continue;
+        }
+        assert_eq!(
+            record["signature_valid"], true,
+            "the Guardian could not verify a request: {record}"
+        );
+    }
+    let mut head: Option<Value> = None;
+    for group in hook_groups(guardian) {
+        let mut next = head.clone();
+        let lost = group.len() > 1
+            && group.iter().any(|r| {
+                r["action"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with("late:")
+            });
+        for record in &group {
+            let sent = record["envelope"]["params"]["metadata"]
+                .get("session_state")
+                .map(|state| state["chain_hash"].clone());
+            assert_eq!(
+                sent, head,
+                "hook {} did not carry the head known when it was sent",
+                record["envelope"]["method"]
+            );
+            if !lost && ACCEPTED.contains(&record["action"].as_str().unwrap_or_default()) {
+                next = Some(record["chain_hash"].clone());
+            }
+        }
+        head = next;
+    }
+}
+
+/// The audit entry of the wrapped `tools/call` hook about the message with
+/// `mcp_id` travelling in `direction`.
+fn wrapped_entry<'a>(entries: &'a [Value], mcp_id: &Value, direction: &str) -> &'a Value {
+    let found: Vec<&Value> = entries_of(entries, "protocols/MCP/tools/call")
+        .into_iter()
+        .filter(|e| &e["mcp_id"] == mcp_id && e["direction"] == direction)
+        .collect();
+    assert_eq!(found.len(), 1, "{direction} {mcp_id}: {entries:#?}");
+    found[0]
+}
+
+fn tools_call_pair(result: bool) -> Vec<Value> {
+    let step = if result {
+        "steps/toolCallResult"
+    } else {
+        "steps/toolCallRequest"
+    };
+    vec![json!("protocols/MCP/tools/call"), json!(step)]
+}
+
+#[test]
+fn batch_sends_both_hooks_of_a_tools_call_in_one_request() {
+    let scratch = Scratch::new();
+    let guardian = TestGuardian::http(&scratch, &json!({"batch": true}));
+    let config = guardian.proxy_config(&scratch, BATCH, "");
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    proxy.send(&tool_call(200, "echo", json!({"text": "batched"})));
+    assert_eq!(text(&proxy.response(&json!(200))), "batched");
+    assert!(proxy.finish().success());
+
+    assert_eq!(calls_to(&scratch, "echo").len(), 1);
+    // The request's two hooks in one HTTP request, then the response's.
+    assert_eq!(
+        batched_methods(&guardian),
+        vec![tools_call_pair(false), tools_call_pair(true)]
+    );
+    let groups = hook_groups(&guardian);
+    let request_batch = groups
+        .iter()
+        .find(|g| g.len() == 2 && g[1]["envelope"]["method"] == "steps/toolCallRequest")
+        .expect("the request's batch");
+    assert_eq!(request_batch[0]["envelope"]["params"]["payload"]["id"], 200);
+    assert_eq!(
+        request_batch[1]["envelope"]["params"]["payload"]["arguments"]["text"]["value"],
+        "batched"
+    );
+    // The result hook refers to the batched toolCallRequest.
+    let result = guardian_hooks_for(&guardian, "steps/toolCallResult", "echo");
+    assert_eq!(
+        result[0]["envelope"]["params"]["payload"]["request_id_ref"],
+        request_batch[1]["envelope"]["params"]["request_id"]
+    );
+
+    let entries = scratch.audit_entries();
+    let id = json!(200);
+    for entry in [
+        wrapped_entry(&entries, &id, "client_to_server"),
+        hook_entry(&entries, "steps/toolCallRequest", &id),
+        wrapped_entry(&entries, &id, "server_to_client"),
+        hook_entry(&entries, "steps/toolCallResult", &id),
+    ] {
+        assert_eq!(entry["decision"], "allow", "{entry}");
+        assert_eq!(entry["decision_source"], "remote", "{entry}");
+        assert_eq!(entry["action"], "forwarded", "{entry}");
+    }
+    assert_eq!(
+        guardian.hook_records().len(),
+        entries.len(),
+        "one Guardian element per audited hook"
+    );
+    assert_remote_entries_witness_heads(&entries, &guardian);
+    assert_signed_and_chained_in_batches(&guardian);
+    scratch.assert_audit_verifies();
+}
+
+#[test]
+fn batch_deny_in_the_wrapped_stage_stops_the_message() {
+    let scratch = Scratch::new();
+    let guardian = TestGuardian::http(
+        &scratch,
+        &json!({"batch": true, "rules": [{"method": "protocols/MCP/tools/call", "tool": "get-env",
+            "then": {"action": "deny", "reasoning": "no environment dumps"}}]}),
+    );
+    let config = guardian.proxy_config(&scratch, BATCH, "");
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    proxy.send(&tool_call(201, "get-env", json!({})));
+    let reply = proxy.response(&json!(201));
+    assert!(text(&reply).contains("no environment dumps"), "{reply}");
+    block_data(&reply);
+    proxy.send(&tool_call(202, "echo", json!({"text": "next"})));
+    assert_eq!(text(&proxy.response(&json!(202))), "next");
+    assert!(proxy.finish().success());
+
+    assert!(
+        calls_to(&scratch, "get-env").is_empty(),
+        "a denied call ran"
+    );
+    // The step was asked along with the wrapped hook, and its allow dropped.
+    let groups = hook_groups(&guardian);
+    let denied = groups
+        .iter()
+        .find(|g| g[0]["action"] == "deny")
+        .expect("the denied batch");
+    assert_eq!(denied.len(), 2);
+    assert_eq!(denied[1]["envelope"]["method"], "steps/toolCallRequest");
+    assert_eq!(denied[1]["action"], "allow");
+
+    let entries = scratch.audit_entries();
+    let id = json!(201);
+    let entry = wrapped_entry(&entries, &id, "client_to_server");
+    assert_eq!(entry["decision"], "deny");
+    assert_eq!(entry["decision_source"], "remote");
+    assert_eq!(entry["action"], "blocked");
+    assert_eq!(block_data(&reply)["audit_entry_id"], entry["entry_id"]);
+    assert!(
+        entries
+            .iter()
+            .filter(|e| e["mcp_id"] == id)
+            .all(|e| e["step_type"] == "protocols/MCP/tools/call"),
+        "a stage after the deny was audited: {entries:#?}"
+    );
+    assert_eq!(
+        hook_entry(&entries, "steps/toolCallRequest", &json!(202))["decision_source"],
+        "remote"
+    );
+    assert_remote_entries_witness_heads(&entries, &guardian);
+    assert_signed_and_chained_in_batches(&guardian);
+    scratch.assert_audit_verifies();
+}
+
+#[test]
+fn batch_modify_in_the_wrapped_stage_asks_the_step_again_about_the_rewritten_call() {
+    let scratch = Scratch::new();
+    let guardian = TestGuardian::http(
+        &scratch,
+        &json!({"batch": true, "rules": [{"method": "protocols/MCP/tools/call", "tool": "add",
+            "times": 1, "then": {"action": "modify", "reasoning": "b is pinned",
+                     "modifications": {"parameter_overrides": {"b": 1000}}}}]}),
+    );
+    let config = guardian.proxy_config(&scratch, BATCH, "");
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    proxy.send(&tool_call(203, "add", json!({"a": 1, "b": 2})));
+    assert_eq!(text(&proxy.response(&json!(203))), "1001");
+    assert!(proxy.finish().success());
+
+    assert_eq!(
+        calls_to(&scratch, "add")[0]["params"]["arguments"],
+        json!({"a": 1, "b": 1000})
+    );
+    let steps = guardian_hooks_for(&guardian, "steps/toolCallRequest", "add");
+    assert_eq!(steps.len(), 2, "asked ahead, then again: {steps:#?}");
+    let b =
+        |record: &Value| record["envelope"]["params"]["payload"]["arguments"]["b"]["value"].clone();
+    // Ahead, in the batch, about the call as read; again, alone, as rewritten.
+    assert_eq!(steps[0]["batch_index"], 1);
+    assert_eq!(b(&steps[0]), 2);
+    assert!(steps[1].get("batch").is_none(), "{}", steps[1]);
+    assert_eq!(b(&steps[1]), 1000);
+
+    let entries = scratch.audit_entries();
+    let id = json!(203);
+    let wrapped = wrapped_entry(&entries, &id, "client_to_server");
+    assert_eq!(wrapped["decision"], "modify");
+    assert_eq!(wrapped["action"], "rewritten");
+    let step = hook_entry(&entries, "steps/toolCallRequest", &id);
+    assert_eq!(step["decision"], "allow");
+    assert_eq!(step["decision_source"], "remote");
+    assert_eq!(
+        step["step_id"], steps[1]["envelope"]["params"]["request_id"],
+        "the audited step is the one asked about the rewritten call"
+    );
+    // The response's pair still goes as one batch.
+    assert_eq!(
+        batched_methods(&guardian),
+        vec![tools_call_pair(false), tools_call_pair(true)]
+    );
+    assert_remote_entries_witness_heads(&entries, &guardian);
+    assert_signed_and_chained_in_batches(&guardian);
+    scratch.assert_audit_verifies();
+}
+
+#[test]
+fn batch_element_failures_resolve_like_single_hooks() {
+    let scratch = Scratch::new();
+    let rule = |tool: &str, then: Value| json!({"method": "steps/toolCallRequest", "tool": tool, "times": 1, "then": then});
+    let guardian = TestGuardian::http(
+        &scratch,
+        &json!({"batch": true,
+                "hello": {"on_decision_failure": "proceed",
+                          "timeout_config": {"default_ms": 500, "per_method_ms": {}}},
+                "rules": [
+                    rule("echo", json!({"action": "bad_signature"})),
+                    rule("add", json!({"action": "wrong_request_id"})),
+                    rule("lookup-user", json!({"action": "late", "delay_ms": 900,
+                                               "then": {"action": "allow"}}))]}),
+    );
+    let config = guardian.proxy_config(&scratch, BATCH, "");
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    proxy.send(&tool_call(204, "echo", json!({"text": "forged"})));
+    assert_eq!(block_data(&proxy.response(&json!(204)))["decision"], "deny");
+    proxy.send(&tool_call(205, "add", json!({"a": 1, "b": 2})));
+    assert_eq!(block_data(&proxy.response(&json!(205)))["decision"], "deny");
+    let started = Instant::now();
+    proxy.send(&tool_call(206, "lookup-user", json!({"name": "Ada"})));
+    let late = proxy.response(&json!(206));
+    assert!(
+        started.elapsed() < Duration::from_millis(850),
+        "the proxy waited past the batch deadline ({:?})",
+        started.elapsed()
+    );
+    assert!(text(&late).contains("Ada"), "posture proceed: {late}");
+    assert!(proxy.finish().success());
+
+    assert!(calls_to(&scratch, "echo").is_empty(), "a forged allow ran");
+    assert!(calls_to(&scratch, "add").is_empty(), "a misbound allow ran");
+    assert_eq!(calls_to(&scratch, "lookup-user").len(), 1);
+    let entries = scratch.audit_entries();
+    for (id, why) in [
+        (204, "not authenticated"),
+        (205, "does not match the request"),
+    ] {
+        let id = json!(id);
+        // The wrapped element of the same batch was fine and applied.
+        let wrapped = wrapped_entry(&entries, &id, "client_to_server");
+        assert_eq!(wrapped["decision_source"], "remote", "{wrapped}");
+        assert_eq!(wrapped["action"], "forwarded", "{wrapped}");
+        let step = hook_entry(&entries, "steps/toolCallRequest", &id);
+        assert_eq!(step["decision"], "deny", "{step}");
+        assert_eq!(step["decision_source"], "posture", "{step}");
+        assert_eq!(step["action"], "blocked", "{step}");
+        assert!(detail(step).contains(why), "{step}");
+    }
+    // The whole batch missed its deadline: both of its hooks fell back.
+    let id = json!(206);
+    for entry in [
+        wrapped_entry(&entries, &id, "client_to_server"),
+        hook_entry(&entries, "steps/toolCallRequest", &id),
+    ] {
+        assert_eq!(entry["decision"], "allow", "{entry}");
+        assert_eq!(entry["decision_source"], "posture", "{entry}");
+        assert!(
+            detail(entry).contains("did not answer within 500 ms"),
+            "{entry}"
+        );
+    }
+    let records = guardian.records();
+    assert_eq!(
+        record_of(&records, hook_entry(&entries, "steps/toolCallRequest", &id))["action"],
+        "late:allow"
+    );
+    assert_remote_entries_witness_heads(&entries, &guardian);
+    assert_signed_and_chained_in_batches(&guardian);
+    scratch.assert_audit_verifies();
+}
+
+/// With `batch = true` and a Guardian that answers arrays with -32600 (the
+/// test Guardian's default): one array tried, then one hook at a time.
+fn without_batch_support(stdio: bool) {
+    let scratch = Scratch::new();
+    let script = json!({"rules": [{"method": "steps/toolCallRequest", "tool": "get-env",
+        "then": {"action": "deny", "reasoning": "no environment dumps"}}]});
+    let guardian = if stdio {
+        TestGuardian::stdio(&scratch, &script)
+    } else {
+        TestGuardian::http(&scratch, &script)
+    };
+    let config = guardian.proxy_config(&scratch, BATCH, "");
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    proxy.send(&tool_call(210, "echo", json!({"text": "one at a time"})));
+    assert_eq!(text(&proxy.response(&json!(210))), "one at a time");
+    proxy.send(&tool_call(211, "get-env", json!({})));
+    block_data(&proxy.response(&json!(211)));
+    proxy.send(&tool_call(212, "add", json!({"a": 2, "b": 3})));
+    assert_eq!(text(&proxy.response(&json!(212))), "5");
+    assert!(proxy.finish().success());
+
+    // One array was tried, refused, and never tried again.
+    let arrays: Vec<Value> = guardian
+        .records()
+        .into_iter()
+        .filter(|r| r["envelope"].is_array())
+        .collect();
+    assert_eq!(arrays.len(), 1, "{arrays:#?}");
+    assert_eq!(arrays[0]["action"], "reject:batch_not_supported");
+    assert_eq!(
+        arrays[0]["envelope"][0]["method"],
+        "protocols/MCP/tools/call"
+    );
+    assert_eq!(arrays[0]["envelope"][1]["method"], "steps/toolCallRequest");
+    assert!(batched_methods(&guardian).is_empty());
+
+    assert_eq!(calls_to(&scratch, "echo").len(), 1);
+    assert!(calls_to(&scratch, "get-env").is_empty());
+    assert_eq!(calls_to(&scratch, "add").len(), 1);
+    let entries = scratch.audit_entries();
+    for entry in &entries {
+        assert_eq!(entry["decision_source"], "remote", "{entry}");
+    }
+    assert_eq!(
+        hook_entry(&entries, "steps/toolCallRequest", &json!(211))["decision"],
+        "deny"
+    );
+    // Sequential: a denied step's message has no result hooks, and every
+    // hook the Guardian got is one audit entry.
+    let singles: Vec<Value> = guardian
+        .hook_records()
+        .into_iter()
+        .filter(|r| !r["envelope"].is_array())
+        .collect();
+    assert_eq!(singles.len(), entries.len());
+    assert_remote_entries_witness_heads(&entries, &guardian);
+    assert_signed_and_chained_in_batches(&guardian);
+    scratch.assert_audit_verifies();
+}
+
+#[test]
+fn batch_with_a_guardian_without_batches_goes_one_hook_at_a_time() {
+    without_batch_support(false);
+}
+
+#[test]
+fn stdio_batch_with_a_guardian_without_batches_goes_one_hook_at_a_time() {
+    without_batch_support(true);
+}
+
+#[test]
+fn nonce_is_fresh_random_hex_on_every_signed_request() {
+    let scratch = Scratch::new();
+    let guardian = TestGuardian::http(&scratch, &json!({"batch": true}));
+    let config = guardian.proxy_config(&scratch, "nonce = true\nbatch = true\n", "");
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    for id in 220..223 {
+        proxy.send(&tool_call(id, "echo", json!({"text": "nonce"})));
+        assert_eq!(text(&proxy.response(&json!(id))), "nonce");
+    }
+    assert!(proxy.finish().success());
+
+    let records = guardian.records();
+    let mut nonces = std::collections::HashSet::new();
+    let mut signed = 0;
+    for record in &records {
+        let params = &record["envelope"]["params"];
+        if record["envelope"]["method"] == "system/ping" {
+            assert!(params.get("nonce").is_none(), "{record}");
+            continue;
+        }
+        signed += 1;
+        assert_eq!(record["signature_valid"], true, "{record}");
+        let nonce = params["nonce"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no nonce: {record}"));
+        assert_eq!(nonce.len(), 32, "{nonce}");
+        assert!(
+            nonce
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+            "{nonce}"
+        );
+        assert!(nonces.insert(nonce.to_owned()), "nonce reused: {nonce}");
+    }
+    // handshake, sessionStart, agbom/snapshot, initialize and
+    // notifications/initialized wrapped, 3 × 4 tools/call hooks, sessionEnd.
+    assert!(signed >= 14, "{signed} signed requests");
+    assert!(guardian.hello_records()[0]["envelope"]["params"]["nonce"].is_string());
+    assert_eq!(batched_methods(&guardian).len(), 6);
+    let entries = scratch.audit_entries();
+    assert!(entries.iter().all(|e| e["decision_source"] == "remote"));
+    assert_signed_and_chained_in_batches(&guardian);
+    scratch.assert_audit_verifies();
+}
+
+#[test]
+fn stdio_batch_applies_each_stage_and_its_prefetched_step_decision() {
+    let scratch = Scratch::new();
+    let guardian = TestGuardian::stdio(
+        &scratch,
+        &json!({"batch": true, "rules": [
+            {"method": "steps/toolCallRequest", "tool": "get-env", "then":
+                {"action": "deny", "reasoning": "no environment dumps"}},
+            {"method": "steps/toolCallRequest", "tool": "add", "then":
+                {"action": "modify", "reasoning": "b is pinned",
+                 "modifications": {"parameter_overrides": {"b": 100}}}},
+            {"method": "steps/toolCallResult", "tool": "lookup-user", "then":
+                {"action": "modify", "reasoning": "no SSNs",
+                 "modifications": {"redactions": [{"path": "/outputs/0/value"}]}}}]}),
+    );
+    let config = guardian.proxy_config(&scratch, BATCH, "");
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    proxy.send(&tool_call(230, "echo", json!({"text": "over stdio"})));
+    assert_eq!(text(&proxy.response(&json!(230))), "over stdio");
+    proxy.send(&tool_call(231, "get-env", json!({})));
+    let denied = proxy.response(&json!(231));
+    assert!(text(&denied).contains("no environment dumps"), "{denied}");
+    proxy.send(&tool_call(232, "add", json!({"a": 1, "b": 2})));
+    assert_eq!(text(&proxy.response(&json!(232))), "101");
+    proxy.send(&tool_call(233, "lookup-user", json!({"name": "Ada"})));
+    assert_eq!(text(&proxy.response(&json!(233))), "[REDACTED]");
+    assert!(proxy.finish().success());
+
+    assert_eq!(calls_to(&scratch, "echo").len(), 1);
+    assert!(calls_to(&scratch, "get-env").is_empty());
+    assert_eq!(
+        calls_to(&scratch, "add")[0]["params"]["arguments"],
+        json!({"a": 1, "b": 100})
+    );
+    // Every tools/call message went as one frame of two hooks: the denied
+    // call has no response, so 4 request batches and 3 response batches.
+    let batches = batched_methods(&guardian);
+    let requests = batches
+        .iter()
+        .filter(|b| **b == tools_call_pair(false))
+        .count();
+    let responses = batches
+        .iter()
+        .filter(|b| **b == tools_call_pair(true))
+        .count();
+    assert_eq!(
+        (requests, responses, batches.len()),
+        (4, 3, 7),
+        "{batches:#?}"
+    );
+    assert!(
+        hook_groups(&guardian)
+            .iter()
+            .filter(|g| g[0].get("batch").is_none())
+            .all(|g| g[0]["envelope"]["method"] != "steps/toolCallRequest"),
+        "no step was asked again: nothing before it changed the message"
+    );
+
+    let entries = scratch.audit_entries();
+    for (step_type, id, decision, action) in [
+        ("steps/toolCallRequest", 230, "allow", "forwarded"),
+        ("steps/toolCallRequest", 231, "deny", "blocked"),
+        ("steps/toolCallRequest", 232, "modify", "rewritten"),
+        ("steps/toolCallResult", 233, "modify", "rewritten"),
+    ] {
+        let entry = hook_entry(&entries, step_type, &json!(id));
+        assert_eq!(entry["decision"], decision, "{entry}");
+        assert_eq!(entry["decision_source"], "remote", "{entry}");
+        assert_eq!(entry["action"], action, "{entry}");
+        let wrapped = wrapped_entry(&entries, &json!(id), "client_to_server");
+        assert_eq!(wrapped["action"], "forwarded", "{wrapped}");
+    }
+    assert!(entries.iter().all(|e| e["decision_source"] == "remote"));
+    assert_eq!(
+        guardian.hook_records().len(),
+        entries.len(),
+        "every element answered was applied"
+    );
+    assert_remote_entries_witness_heads(&entries, &guardian);
+    assert_signed_and_chained_in_batches(&guardian);
+    scratch.assert_audit_verifies();
+}

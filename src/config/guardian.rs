@@ -44,10 +44,16 @@ pub struct GuardianConfig {
     /// Client private key (PEM) for mutual TLS.
     #[serde(default)]
     pub client_key: Option<PathBuf>,
-    /// Send the hooks of one message as a JSON-RPC batch (falls back to
-    /// one at a time when the Guardian answers -32600).
+    /// Send the two hooks of one message (a `tools/call` request or
+    /// response with `hooks.tools_call = "both"`) as one JSON-RPC batch.
+    /// A Guardian that answers the array with -32600 is asked one hook at a
+    /// time from then on.
     #[serde(default)]
     pub batch: bool,
+    /// Put a fresh random `params.nonce` (32 hex digits) on every signed
+    /// request (§10.3 replay protection; `system/ping` is not signed).
+    #[serde(default)]
+    pub nonce: bool,
     /// How often `system/ping` checks the Guardian for `/readyz`.
     #[serde(default = "default_ping_interval_ms")]
     pub ping_interval_ms: u64,
@@ -95,4 +101,17 @@ pub enum GuardianMode {
     Embedded,
     /// An ACS Guardian over HTTP(S) or stdio.
     Remote,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_and_nonce_are_off_by_default_and_can_be_set() {
+        let off: GuardianConfig = toml::from_str("mode = \"remote\"").unwrap();
+        assert!(!off.batch && !off.nonce);
+        let on: GuardianConfig = toml::from_str("batch = true\nnonce = true").unwrap();
+        assert!(on.batch && on.nonce);
+    }
 }

@@ -10,7 +10,7 @@ pub mod embedded;
 mod negotiated;
 pub mod remote;
 
-use futures_util::future::BoxFuture;
+use futures_util::future::{BoxFuture, FutureExt};
 
 pub use decision::{Decision, Disposition};
 pub use negotiated::{FailurePosture, Negotiated};
@@ -111,6 +111,18 @@ impl GuardianError {
     }
 }
 
+/// What a Guardian answered to several hooks asked at once.
+#[derive(Debug, Clone)]
+pub enum BatchAnswer {
+    /// One answer per hook, in the order they were asked. Each element
+    /// stands alone: a failure of one (a bad signature, a wrong
+    /// `request_id`, no answer) says nothing about the others.
+    Answers(Vec<Result<Decision, GuardianError>>),
+    /// The Guardian does not take batches (it answered the array with
+    /// -32600, now or earlier): ask one hook at a time instead.
+    Unsupported,
+}
+
 /// A decision maker for ACS hooks.
 pub trait Guardian: Send + Sync {
     /// The handshake for one session: which methods are evaluated, with
@@ -128,6 +140,29 @@ pub trait Guardian: Send + Sync {
         hook: &'a HookRequest,
         metadata: &'a Metadata,
     ) -> BoxFuture<'a, Result<Decision, GuardianError>>;
+
+    /// Decides several hooks in one exchange (ACS §3 batching): each
+    /// independently, in the order given, each answer bound to its own hook.
+    /// The hooks are decided as built, so an answer is only good for the
+    /// message each hook was built from (the caller discards the ones an
+    /// earlier stage made stale).
+    ///
+    /// The default asks one hook after another with [`Guardian::decide`],
+    /// which is what a Guardian without a batch form of its own gives.
+    fn decide_batch<'a>(
+        &'a self,
+        hooks: &'a [&'a HookRequest],
+        metadata: &'a Metadata,
+    ) -> BoxFuture<'a, BatchAnswer> {
+        async move {
+            let mut answers = Vec::with_capacity(hooks.len());
+            for hook in hooks {
+                answers.push(self.decide(hook, metadata).await);
+            }
+            BatchAnswer::Answers(answers)
+        }
+        .boxed()
+    }
 
     /// How decisions from this Guardian are labelled.
     fn source(&self) -> DecisionSource;

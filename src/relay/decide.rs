@@ -4,15 +4,20 @@
 //! not evaluate are allowed and recorded as `not_evaluated`; a decision that
 //! does not arrive in time falls back to the failure posture, and every such
 //! fallback is recorded (§6.4).
+//!
+//! [`decide`] asks about one hook; [`decide_batch`] asks about the hooks of
+//! one message in one exchange and hands back raw [`Answer`]s, which each
+//! stage later turns into its decision with [`resolve`], the same rules as
+//! for one hook asked alone.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::{self, AppendReceipt, AuditError, AuditRecord};
 use crate::enforce::Action;
-use crate::guardian::{Decision, DecisionSource, FailurePosture, GuardianError};
+use crate::guardian::{BatchAnswer, Decision, DecisionSource, FailurePosture, GuardianError};
 use crate::hooks::HookRequest;
 use crate::jcs;
 use crate::metrics::METRICS;
@@ -46,58 +51,113 @@ pub async fn decide(
     hook: &HookRequest,
     cancel: &CancellationToken,
 ) -> Option<Decided> {
-    let negotiated = session.negotiated();
-    if session.learned().refused.is_some() {
-        // A refused session has no Guardian session to talk to; what is
-        // still recorded (its sessionEnd) is recorded without asking.
-        return Some(count(
-            hook,
-            Decided {
-                decision: Decision::allow(),
-                source: DecisionSource::NotEvaluated,
-                failure: Some("the session was refused; not sent to the Guardian".into()),
-            },
-        ));
-    }
-    if let Some(reason) = &negotiated.unguarded {
-        let posture = negotiated.on_decision_failure;
-        METRICS
-            .decision_failures_total
-            .with_label_values(&["unguarded", posture_label(posture)])
-            .inc();
-        return Some(count(
-            hook,
-            self::posture(posture, format!("unguarded session: {reason}")),
-        ));
-    }
-    if !negotiated.evaluates(&hook.method) {
-        return Some(count(
-            hook,
-            Decided {
-                decision: Decision::allow(),
-                source: DecisionSource::NotEvaluated,
-                failure: None,
-            },
-        ));
+    if let Some(decided) = without_asking(session, hook) {
+        return Some(count(hook, decided));
     }
     let started = Instant::now();
     let asked = session.guardian.decide(hook, session.metadata());
-    let answer = match negotiated.timeout_for(&hook.method) {
+    let result = match session.negotiated().timeout_for(&hook.method) {
         Some(limit) => tokio::select! {
             _ = cancel.cancelled() => return None,
-            answer = tokio::time::timeout(limit, asked) => answer.unwrap_or_else(|_| {
-                Err(GuardianError::Timeout(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX)))
-            }),
+            answer = tokio::time::timeout(limit, asked) => {
+                answer.unwrap_or_else(|_| Err(timed_out(limit)))
+            }
         },
         None => tokio::select! {
             _ = cancel.cancelled() => return None,
             answer = asked => answer,
         },
     };
+    let answer = Answer {
+        result,
+        elapsed: started.elapsed(),
+    };
+    Some(resolve(session, hook, answer))
+}
+
+/// The Guardian's answer to one hook, asked ahead of the hook's stage in a
+/// batch, and kept until the stage applies it (or discards it).
+#[derive(Debug, Clone)]
+pub struct Answer {
+    result: Result<Decision, GuardianError>,
+    elapsed: Duration,
+}
+
+/// What asking for several hooks at once gave.
+#[derive(Debug)]
+pub enum Prefetch {
+    /// One answer per hook, in the order asked; each resolves on its own
+    /// through [`resolve`] exactly as a [`decide`] answer would.
+    Answers(Vec<Answer>),
+    /// Nothing was asked (a hook would not go to the Guardian, or the
+    /// Guardian does not take batches): decide each hook in its turn.
+    Sequential,
+    /// `cancel` fired first.
+    Cancelled,
+}
+
+/// Asks the Guardian about `hooks` in one exchange (`[guardian] batch`).
+///
+/// Only when every hook would be sent on its own too (the session is
+/// guarded and the Guardian evaluates each method); otherwise, or when the
+/// Guardian refuses batches, [`Prefetch::Sequential`]. The batch has one
+/// deadline, the longest of its hooks' negotiated timeouts, so no hook
+/// waits less than it would alone; past it every hook has timed out.
+pub async fn decide_batch(
+    session: &Session,
+    hooks: &[&HookRequest],
+    cancel: &CancellationToken,
+) -> Prefetch {
+    if hooks.len() < 2 || !hooks.iter().all(|hook| asks_guardian(session, hook)) {
+        return Prefetch::Sequential;
+    }
+    let negotiated = session.negotiated();
+    let limits: Option<Vec<Duration>> = hooks
+        .iter()
+        .map(|hook| negotiated.timeout_for(&hook.method))
+        .collect();
+    let limit = limits.and_then(|limits| limits.into_iter().max());
+    let started = Instant::now();
+    let asked = session.guardian.decide_batch(hooks, session.metadata());
+    // Err(limit): the deadline passed first.
+    let answer = match limit {
+        Some(limit) => tokio::select! {
+            _ = cancel.cancelled() => return Prefetch::Cancelled,
+            answer = tokio::time::timeout(limit, asked) => answer.map_err(|_| limit),
+        },
+        None => tokio::select! {
+            _ = cancel.cancelled() => return Prefetch::Cancelled,
+            answer = asked => Ok(answer),
+        },
+    };
+    let mut results = match answer {
+        Ok(BatchAnswer::Unsupported) => return Prefetch::Sequential,
+        Ok(BatchAnswer::Answers(results)) => results,
+        Err(limit) => vec![Err(timed_out(limit)); hooks.len()],
+    };
+    results.resize_with(hooks.len(), || {
+        Err(GuardianError::Malformed(
+            "the Guardian gave no answer for this hook of the batch".into(),
+        ))
+    });
+    results.truncate(hooks.len());
+    let elapsed = started.elapsed();
+    Prefetch::Answers(
+        results
+            .into_iter()
+            .map(|result| Answer { result, elapsed })
+            .collect(),
+    )
+}
+
+/// Turns the Guardian's answer to `hook` into the decision to enforce:
+/// hooks it does not evaluate are allowed, failures go to the posture
+/// (or fail closed), and every decision is counted.
+pub fn resolve(session: &Session, hook: &HookRequest, answer: Answer) -> Decided {
     METRICS
         .decision_seconds
-        .observe(started.elapsed().as_secs_f64());
-    let decided = match answer {
+        .observe(answer.elapsed.as_secs_f64());
+    let decided = match answer.result {
         Ok(decision) => {
             if decision
                 .reason_codes
@@ -117,9 +177,55 @@ pub async fn decide(
             source: DecisionSource::NotEvaluated,
             failure: Some(err.to_string()),
         },
-        Err(err) => failure(negotiated.on_decision_failure, &err),
+        Err(err) => failure(session.negotiated().on_decision_failure, &err),
     };
-    Some(count(hook, decided))
+    count(hook, decided)
+}
+
+/// Whether `hook` goes to the Guardian at all.
+fn asks_guardian(session: &Session, hook: &HookRequest) -> bool {
+    let negotiated = session.negotiated();
+    session.learned().refused.is_none()
+        && negotiated.unguarded.is_none()
+        && negotiated.evaluates(&hook.method)
+}
+
+/// The decision for a hook that is not sent to the Guardian: in a refused
+/// or unguarded session, or of a method the Guardian does not evaluate.
+fn without_asking(session: &Session, hook: &HookRequest) -> Option<Decided> {
+    let negotiated = session.negotiated();
+    if session.learned().refused.is_some() {
+        // A refused session has no Guardian session to talk to; what is
+        // still recorded (its sessionEnd) is recorded without asking.
+        return Some(Decided {
+            decision: Decision::allow(),
+            source: DecisionSource::NotEvaluated,
+            failure: Some("the session was refused; not sent to the Guardian".into()),
+        });
+    }
+    if let Some(reason) = &negotiated.unguarded {
+        let posture = negotiated.on_decision_failure;
+        METRICS
+            .decision_failures_total
+            .with_label_values(&["unguarded", posture_label(posture)])
+            .inc();
+        return Some(self::posture(
+            posture,
+            format!("unguarded session: {reason}"),
+        ));
+    }
+    if !negotiated.evaluates(&hook.method) {
+        return Some(Decided {
+            decision: Decision::allow(),
+            source: DecisionSource::NotEvaluated,
+            failure: None,
+        });
+    }
+    None
+}
+
+fn timed_out(limit: Duration) -> GuardianError {
+    GuardianError::Timeout(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// No usable decision: the failure posture decides, except for failures

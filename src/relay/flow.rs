@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::decide::{self, MessageContext};
 use super::inventory;
 use super::pump::Outcome;
-use super::stage::{self, Flow, StageResult};
+use super::stage::{self, Flow, Passage};
 use crate::enforce::reply::{self, Denial};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::Decision;
@@ -220,31 +220,26 @@ async fn handle_request(
         request_ref: None,
         duration_ms: 0,
     };
-    let mut step_request_id = None;
-    for stage in stage::stages(
+    let stages = stage::stages(
         &method,
         MessageKind::Request,
         session.config.hooks.tools_call,
-    ) {
-        match stage::run(session, *stage, &mut doc, &flow, &cancel, detach).await {
-            StageResult::Continue { hook_id } => {
-                if *stage == stage::Stage::ToolCallRequest {
-                    step_request_id = hook_id;
-                }
-            }
-            StageResult::Blocked { decision, entry_id } => {
+    );
+    let step_request_id =
+        match stage::run_all(session, stages, &mut doc, &flow, &cancel, detach).await {
+            Passage::Through { tool_call_request } => tool_call_request,
+            Passage::Blocked { decision, entry_id } => {
                 pending.remove_blocked(&id);
                 let denial = Denial::policy(&decision, entry_id.as_deref());
                 return vec![Delivery::Reply(reply::blocked_request(
                     &id, &method, &denial,
                 ))];
             }
-            StageResult::Cancelled => {
+            Passage::Cancelled => {
                 pending.remove_blocked(&id);
                 return Vec::new();
             }
-        }
-    }
+        };
     if cancel.is_cancelled() {
         pending.remove_blocked(&id);
         return Vec::new();
@@ -293,19 +288,17 @@ async fn handle_response(
         MessageKind::Response,
         session.config.hooks.tools_call,
     );
-    for stage in stages {
-        match stage::run(session, *stage, &mut doc, &flow, &cancel, &mut None).await {
-            StageResult::Continue { .. } => {}
-            StageResult::Blocked { decision, entry_id } => {
-                let denial = Denial::policy(&decision, entry_id.as_deref());
-                return vec![Delivery::Forward(reply::blocked_response(
-                    &id,
-                    &request.method,
-                    &denial,
-                ))];
-            }
-            StageResult::Cancelled => return Vec::new(),
+    match stage::run_all(session, stages, &mut doc, &flow, &cancel, &mut None).await {
+        Passage::Through { .. } => {}
+        Passage::Blocked { decision, entry_id } => {
+            let denial = Denial::policy(&decision, entry_id.as_deref());
+            return vec![Delivery::Forward(reply::blocked_response(
+                &id,
+                &request.method,
+                &denial,
+            ))];
         }
+        Passage::Cancelled => return Vec::new(),
     }
     if let Some(blocked) =
         inventory::observe_response(session, &request.method, &doc.value, &flow.context).await
@@ -369,15 +362,14 @@ async fn handle_notification(
         duration_ms: 0,
     };
     let cancel = CancellationToken::new();
-    for stage in stage::stages(
+    let stages = stage::stages(
         &method,
         MessageKind::Notification,
         session.config.hooks.tools_call,
-    ) {
-        match stage::run(session, *stage, &mut doc, &flow, &cancel, &mut None).await {
-            StageResult::Continue { .. } => {}
-            StageResult::Blocked { .. } | StageResult::Cancelled => return Vec::new(),
-        }
+    );
+    match stage::run_all(session, stages, &mut doc, &flow, &cancel, &mut None).await {
+        Passage::Through { .. } => {}
+        Passage::Blocked { .. } | Passage::Cancelled => return Vec::new(),
     }
     vec![Delivery::Forward(doc.into_bytes())]
 }

@@ -1,6 +1,17 @@
 //! The hook pipeline for one MCP message: each stage builds a hook from the
 //! message as the previous stage left it, asks the Guardian, and applies
 //! the decision (DESIGN §3.2: deny at any stage stops).
+//!
+//! With `[guardian] batch`, a message with several stages (a `tools/call`
+//! with `hooks.tools_call = "both"`) has every stage's hook built from the
+//! message as read and asked in one batch before the first stage runs.
+//! Each stage then applies its pre-fetched answer, but only while every
+//! earlier stage let the message through as it was: after a modify the
+//! answer is about a message that no longer exists, and after an ask or a
+//! defer it predates the approval, so it is discarded and the stage asks
+//! again about the message as it now is. A deny stops the pipeline and
+//! the later answers are simply dropped. Audit entries are the same as
+//! without batching: one per stage that ran.
 
 use std::sync::Arc;
 
@@ -8,7 +19,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::decide::{self, Decided, MessageContext};
+use super::decide::{self, Answer, Decided, MessageContext, Prefetch};
 use super::pump::Outcome;
 use crate::audit::AppendReceipt;
 use crate::config::ToolsCallHooks;
@@ -59,13 +70,134 @@ pub struct Flow {
     pub duration_ms: u64,
 }
 
+/// How a message's whole pipeline ended.
+#[derive(Debug)]
+pub enum Passage {
+    /// Every stage let the message through (possibly rewritten).
+    Through {
+        /// The `steps/toolCallRequest` hook that let it through (the
+        /// response's `request_id_ref`), if there was one.
+        tool_call_request: Option<Uuid>,
+    },
+    /// A stage blocked the message.
+    Blocked {
+        /// The deny (policy, posture, proxy or audit failure).
+        decision: Box<Decision>,
+        /// The audit entry recording it.
+        entry_id: Option<String>,
+    },
+    /// The message was cancelled while being decided or held.
+    Cancelled,
+}
+
+/// A stage's hook, built and asked ahead of the stage (in a batch), with
+/// the Guardian's answer.
+#[derive(Debug)]
+struct Prefetched {
+    hook: HookRequest,
+    sources: OutputMap,
+    answer: Answer,
+}
+
+/// The message was cancelled while its batch was out.
+struct Cancelled;
+
+/// Runs every stage over `doc`, in order, stopping at the first that
+/// blocks. `detach` is the in-order delivery slot: a hold releases it so
+/// later messages are not stuck behind an approval.
+pub async fn run_all(
+    session: &Session,
+    stages: &[Stage],
+    doc: &mut MessageDoc,
+    flow: &Flow,
+    cancel: &CancellationToken,
+    detach: &mut Option<oneshot::Sender<Outcome>>,
+) -> Passage {
+    let Ok(ahead) = prefetch(session, stages, doc, flow, cancel).await else {
+        return Passage::Cancelled;
+    };
+    let mut as_read = true;
+    let mut tool_call_request = None;
+    for (stage, ahead) in stages.iter().zip(ahead) {
+        let ahead = match ahead {
+            Some(prefetched) if !as_read => {
+                tracing::debug!(
+                    method = %prefetched.hook.method,
+                    "an earlier stage changed or held the message; asking again"
+                );
+                None
+            }
+            ahead => ahead,
+        };
+        match run(session, *stage, doc, flow, cancel, detach, ahead).await {
+            StageResult::Continue {
+                hook_id,
+                as_read: unchanged,
+            } => {
+                as_read &= unchanged;
+                if *stage == Stage::ToolCallRequest {
+                    tool_call_request = hook_id;
+                }
+            }
+            StageResult::Blocked { decision, entry_id } => {
+                return Passage::Blocked { decision, entry_id }
+            }
+            StageResult::Cancelled => return Passage::Cancelled,
+        }
+    }
+    Passage::Through { tool_call_request }
+}
+
+/// With `[guardian] batch` and more than one stage: every stage's hook,
+/// built from the message as read, asked in one batch. One slot per stage,
+/// all empty when nothing was asked ahead.
+async fn prefetch(
+    session: &Session,
+    stages: &[Stage],
+    doc: &MessageDoc,
+    flow: &Flow,
+    cancel: &CancellationToken,
+) -> Result<Vec<Option<Prefetched>>, Cancelled> {
+    let nothing = || stages.iter().map(|_| None).collect();
+    if stages.len() < 2 || !session.config.guardian.batch {
+        return Ok(nothing());
+    }
+    let built: Option<Vec<(HookRequest, OutputMap)>> = stages
+        .iter()
+        .map(|stage| build_hook(session, *stage, doc, flow))
+        .collect();
+    let Some(built) = built else {
+        return Ok(nothing());
+    };
+    let hooks: Vec<&HookRequest> = built.iter().map(|(hook, _)| hook).collect();
+    let answers = match decide::decide_batch(session, &hooks, cancel).await {
+        Prefetch::Answers(answers) => answers,
+        Prefetch::Sequential => return Ok(nothing()),
+        Prefetch::Cancelled => return Err(Cancelled),
+    };
+    Ok(built
+        .into_iter()
+        .zip(answers)
+        .map(|((hook, sources), answer)| {
+            Some(Prefetched {
+                hook,
+                sources,
+                answer,
+            })
+        })
+        .collect())
+}
+
 /// How a stage ended.
 #[derive(Debug)]
-pub enum StageResult {
+enum StageResult {
     /// Go on to the next stage (or forward).
     Continue {
         /// The hook's request id (`steps/toolCallRequest`'s becomes `request_id_ref`).
         hook_id: Option<Uuid>,
+        /// The stage let the message through as it was: allowed outright,
+        /// not rewritten and not held.
+        as_read: bool,
     },
     /// Stop: the message is blocked for this reason.
     Blocked {
@@ -78,21 +210,38 @@ pub enum StageResult {
     Cancelled,
 }
 
-/// Runs one stage over `doc`. `detach` is the in-order delivery slot: a
-/// hold releases it so later messages are not stuck behind an approval.
-pub async fn run(
+/// Runs one stage over `doc`: applies the pre-fetched answer when there
+/// is one, else builds the hook from `doc` as it now is and asks.
+async fn run(
     session: &Session,
     stage: Stage,
     doc: &mut MessageDoc,
     flow: &Flow,
     cancel: &CancellationToken,
     detach: &mut Option<oneshot::Sender<Outcome>>,
+    ahead: Option<Prefetched>,
 ) -> StageResult {
-    let Some((hook, sources)) = build_hook(session, stage, doc, flow) else {
-        return StageResult::Continue { hook_id: None };
-    };
-    let Some(decided) = decide::decide(session, &hook, cancel).await else {
-        return StageResult::Cancelled;
+    let (hook, sources, decided) = match ahead {
+        Some(Prefetched {
+            hook,
+            sources,
+            answer,
+        }) => {
+            let decided = decide::resolve(session, &hook, answer);
+            (hook, sources, decided)
+        }
+        None => {
+            let Some((hook, sources)) = build_hook(session, stage, doc, flow) else {
+                return StageResult::Continue {
+                    hook_id: None,
+                    as_read: true,
+                };
+            };
+            let Some(decided) = decide::decide(session, &hook, cancel).await else {
+                return StageResult::Cancelled;
+            };
+            (hook, sources, decided)
+        }
     };
     match decided.decision.decision {
         Disposition::Allow => record(session, &hook, &decided, flow, Action::Forwarded, None).await,
@@ -148,6 +297,7 @@ async fn record(
     match decide::record_hook(session, hook, decided, &flow.context, action, detail).await {
         Ok(_) => StageResult::Continue {
             hook_id: Some(hook.request_id),
+            as_read: action == Action::Forwarded,
         },
         Err(err) => audit_failed(err),
     }
@@ -297,6 +447,7 @@ async fn hold(
     match (allowed, event) {
         (true, Ok(_)) => StageResult::Continue {
             hook_id: Some(hook.request_id),
+            as_read: false,
         },
         (_, event) => blocked_with(resolution.decision, event),
     }

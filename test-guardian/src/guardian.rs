@@ -3,6 +3,9 @@
 //! Order of processing for one body:
 //! 1. not JSON → -32700; a JSON array → -32600 (no batching); no usable
 //!    envelope → -32600/-32602. All unsigned (the sender is unknown).
+//!    With the script's `batch`, a non-empty array is a batch instead: each
+//!    element goes through steps 1–7 on its own, in order, and the replies
+//!    go back as one array (see [`Guardian::handle_at`]).
 //! 2. `system/ping` → `allow` with `payload {status, echo, server_timestamp}`,
 //!    never chained, never rejected (a script rule naming exactly
 //!    `system/ping` may override).
@@ -15,14 +18,16 @@
 //! Checks 3–5 can be switched off by the script.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use time::OffsetDateTime;
 
 use crate::decide::{self, Context};
 use crate::record::{Entry, Recorder};
-use crate::reply::{error_data, error_envelope, Outcome, Plan, Signer};
+use crate::reply::{error_data, error_envelope, Outcome, Plan, Reply, Signer};
 use crate::request::Request;
 use crate::script::{self, Action, RuleBook, Script, Verdict};
 use crate::session::{self, Replay, Session};
@@ -71,6 +76,8 @@ pub struct Guardian {
     recorder: Option<Recorder>,
     verbose: bool,
     sessions: Mutex<HashMap<String, Session>>,
+    /// Batches accepted so far (numbers them in the record).
+    batches: AtomicU64,
 }
 
 /// The result of processing one body, before recording.
@@ -91,6 +98,7 @@ impl Guardian {
             recorder: config.recorder,
             verbose: config.verbose,
             sessions: Mutex::new(HashMap::new()),
+            batches: AtomicU64::new(0),
         }
     }
 
@@ -100,8 +108,53 @@ impl Guardian {
     }
 
     /// [`Guardian::handle`] with an explicit clock, for tests.
+    ///
+    /// With the script's `batch`, a non-empty JSON array is a batch: every
+    /// element is handled (and recorded) as if it came alone, in order, and
+    /// the reply is `[` + the elements' replies joined by `,` + `]`, in
+    /// request order, sent once the longest element delay has passed.
+    /// Elements that stay `silent` are left out (all silent: no reply at
+    /// all); a `drop` on any element drops the whole batch; a `malformed`
+    /// element puts its bytes into the array as they are.
     pub fn handle_at(&self, body: &[u8], now: OffsetDateTime) -> Outcome {
+        if self.script.batch {
+            if let Some(elements) = batch_elements(body) {
+                return self.handle_batch(elements, now);
+            }
+        }
         let Handled { outcome, entry } = self.process(body, now);
+        self.note(&entry);
+        outcome
+    }
+
+    fn handle_batch(&self, elements: Vec<Value>, now: OffsetDateTime) -> Outcome {
+        let batch = self.batches.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut delay = Duration::ZERO;
+        let mut replies = Vec::with_capacity(elements.len());
+        let mut dropped = false;
+        for (index, element) in elements.into_iter().enumerate() {
+            let Handled { outcome, mut entry } = self.process_envelope(element, now);
+            entry.batch = Some((batch, index));
+            self.note(&entry);
+            delay = delay.max(outcome.delay);
+            match outcome.reply {
+                Reply::Send(bytes) => replies.push(bytes),
+                Reply::Drop => dropped = true,
+                Reply::Silent => {}
+            }
+        }
+        let reply = if dropped {
+            Reply::Drop
+        } else if replies.is_empty() {
+            Reply::Silent
+        } else {
+            Reply::Send(join_array(&replies))
+        };
+        Outcome { delay, reply }
+    }
+
+    /// Logs (`--verbose`) and records (`--record`) one request.
+    fn note(&self, entry: &Entry) {
         if self.verbose {
             let method = entry
                 .envelope
@@ -114,9 +167,8 @@ impl Guardian {
             ));
         }
         if let Some(recorder) = &self.recorder {
-            recorder.write(&entry);
+            recorder.write(entry);
         }
-        outcome
     }
 
     fn process(&self, body: &[u8], now: OffsetDateTime) -> Handled {
@@ -137,10 +189,16 @@ impl Guardian {
                         signature_valid: None,
                         action: "reject:parse_error".into(),
                         chain_hash: None,
+                        batch: None,
                     },
                 };
             }
         };
+        self.process_envelope(envelope, now)
+    }
+
+    /// Steps 1–7 for one parsed request (or batch element).
+    fn process_envelope(&self, envelope: Value, now: OffsetDateTime) -> Handled {
         let unsigned_reject =
             |envelope: Value, id: &Value, code: i64, reason: &str, message: &str| {
                 let reply = error_envelope(id, code, message, Some(error_data(reason, message)));
@@ -149,6 +207,11 @@ impl Guardian {
                     entry: entry(envelope, None, &format!("reject:{reason}"), None),
                 }
             };
+        if envelope.is_array() && self.script.batch {
+            // Only an empty array or an array inside a batch gets here.
+            let message = "an empty array or a nested array is not a request";
+            return unsigned_reject(envelope, &Value::Null, -32600, "invalid_request", message);
+        }
         if envelope.is_array() {
             let message = "batches are not supported; send requests one at a time";
             return unsigned_reject(
@@ -373,7 +436,35 @@ fn entry(
         signature_valid,
         action: action.to_owned(),
         chain_hash,
+        batch: None,
     }
+}
+
+/// The elements of a non-empty JSON array body, if that is what it is.
+fn batch_elements(body: &[u8]) -> Option<Vec<Value>> {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace())?;
+    if *first != b'[' {
+        return None;
+    }
+    match serde_json::from_slice(body) {
+        Ok(Value::Array(elements)) if !elements.is_empty() => Some(elements),
+        _ => None,
+    }
+}
+
+/// `[a,b,…]` from the bytes of each element.
+fn join_array(elements: &[Vec<u8>]) -> Vec<u8> {
+    let mut out =
+        Vec::with_capacity(elements.iter().map(Vec::len).sum::<usize>() + elements.len() + 1);
+    out.push(b'[');
+    for (index, element) in elements.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(element);
+    }
+    out.push(b']');
+    out
 }
 
 #[cfg(test)]
@@ -453,6 +544,185 @@ mod tests {
         chain.append("r1", "steps/toolCallRequest", &first["params"]);
         let head = chain.append("r2", "steps/toolCallRequest", &second["params"]);
         assert_eq!(b["result"]["chain_hash"], json!(head));
+    }
+
+    fn batch_reply(guardian: &Guardian, elements: &[Value]) -> Reply {
+        let body = Value::Array(elements.to_vec()).to_string();
+        guardian.handle_at(body.as_bytes(), NOW).reply
+    }
+
+    #[test]
+    fn batches_are_refused_unless_the_script_accepts_them() {
+        let first = request(
+            "steps/toolCallRequest",
+            "r1",
+            "2026-09-19T10:00:00Z",
+            tool("ls"),
+        );
+        let refused = reply(&guardian("{}"), &json!([first.clone()]));
+        assert_eq!(refused["error"]["code"], -32600);
+        assert_eq!(refused["error"]["data"]["reason"], "batch_not_supported");
+        assert_eq!(refused["id"], Value::Null);
+
+        let g = guardian(r#"{"batch": true}"#);
+        for empty_or_nested in [json!([]), json!([[first]])] {
+            let text = empty_or_nested.to_string();
+            let Reply::Send(bytes) = g.handle_at(text.as_bytes(), NOW).reply else {
+                panic!("no reply to {text}");
+            };
+            let answer: Value = serde_json::from_slice(&bytes).expect("JSON");
+            let error = if answer.is_array() {
+                &answer[0]["error"]
+            } else {
+                &answer["error"]
+            };
+            assert_eq!(error["code"], -32600, "{text}");
+            assert_eq!(error["data"]["reason"], "invalid_request", "{text}");
+        }
+    }
+
+    #[test]
+    fn batch_elements_are_decided_signed_and_chained_one_by_one() {
+        let g = guardian(
+            r#"{"batch": true, "rules": [{"method": "steps/toolCallRequest", "tool": "rm", "then": {"action": "deny"}}]}"#,
+        );
+        let first = request(
+            "steps/toolCallRequest",
+            "r1",
+            "2026-09-19T10:00:00Z",
+            tool("ls"),
+        );
+        let second = request(
+            "steps/toolCallRequest",
+            "r2",
+            "2026-09-19T10:00:00Z",
+            tool("rm"),
+        );
+        let mut forged = request(
+            "steps/toolCallRequest",
+            "r3",
+            "2026-09-19T10:00:00Z",
+            tool("ls"),
+        );
+        forged["params"]["payload"]["tool"]["name"] = json!("cat");
+        let Reply::Send(bytes) = batch_reply(&g, &[first.clone(), second.clone(), forged]) else {
+            panic!("no reply");
+        };
+        let answers: Value = serde_json::from_slice(&bytes).expect("JSON array");
+        let answers = answers.as_array().expect("an array");
+        assert_eq!(answers.len(), 3);
+        assert_eq!(answers[0]["id"], "r1");
+        assert_eq!(answers[0]["result"]["decision"], "allow");
+        assert_eq!(answers[1]["id"], "r2");
+        assert_eq!(answers[1]["result"]["decision"], "deny");
+        for answer in &answers[..2] {
+            assert_eq!(signing::verify(&key(), answer), Ok(()));
+        }
+        assert_eq!(answers[2]["error"]["code"], -32004);
+
+        let mut chain = crate::chain::Chain::default();
+        let head1 = chain.append("r1", "steps/toolCallRequest", &first["params"]);
+        let head2 = chain.append("r2", "steps/toolCallRequest", &second["params"]);
+        assert_eq!(answers[0]["result"]["chain_hash"], json!(head1));
+        assert_eq!(answers[1]["result"]["chain_hash"], json!(head2));
+
+        // The same request_id again, alone: a replay.
+        assert_eq!(reply(&g, &first)["error"]["code"], -32005);
+    }
+
+    #[test]
+    fn batch_delays_silence_and_drop() {
+        let g = guardian(
+            r#"{"batch": true, "rules": [
+                {"method": "steps/toolCallRequest", "tool": "slow", "then": {"action": "late", "delay_ms": 30, "then": {"action": "allow"}}},
+                {"method": "steps/toolCallRequest", "tool": "mute", "then": {"action": "silent"}},
+                {"method": "steps/toolCallRequest", "tool": "gone", "then": {"action": "drop"}}]}"#,
+        );
+        let call = |id: &str, name: &str| {
+            request(
+                "steps/toolCallRequest",
+                id,
+                "2026-09-19T10:00:00Z",
+                tool(name),
+            )
+        };
+        let outcome = g.handle_at(
+            json!([call("a", "slow"), call("b", "mute"), call("c", "ls")])
+                .to_string()
+                .as_bytes(),
+            NOW,
+        );
+        assert_eq!(outcome.delay, Duration::from_millis(30));
+        let Reply::Send(bytes) = outcome.reply else {
+            panic!("no reply");
+        };
+        let answers: Value = serde_json::from_slice(&bytes).expect("JSON");
+        let ids: Vec<&Value> = answers
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|a| &a["id"])
+            .collect();
+        assert_eq!(
+            ids,
+            [&json!("a"), &json!("c")],
+            "the silent element is left out"
+        );
+        assert_eq!(batch_reply(&g, &[call("d", "mute")]), Reply::Silent);
+        assert_eq!(
+            batch_reply(&g, &[call("e", "ls"), call("f", "gone")]),
+            Reply::Drop
+        );
+    }
+
+    #[test]
+    fn batch_elements_are_recorded_with_their_batch_and_position() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("record.jsonl");
+        let g = Guardian::new(Config {
+            secret: SECRET.to_vec(),
+            script: Script::parse(r#"{"batch": true}"#).expect("valid"),
+            transport: Transport::Http,
+            default_key_id: "default".into(),
+            recorder: Some(Recorder::open(&path).expect("recorder")),
+            verbose: false,
+        });
+        let call = |id: &str| {
+            request(
+                "steps/toolCallRequest",
+                id,
+                "2026-09-19T10:00:00Z",
+                tool("ls"),
+            )
+        };
+        reply(&g, &call("alone"));
+        batch_reply(&g, &[call("a"), call("b")]);
+        batch_reply(&g, &[call("c")]);
+        let lines: Vec<Value> = std::fs::read_to_string(&path)
+            .expect("record")
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("JSON line"))
+            .collect();
+        let placed: Vec<(Value, Value, Value)> = lines
+            .iter()
+            .map(|l| {
+                (
+                    l["envelope"]["id"].clone(),
+                    l.get("batch").cloned().unwrap_or(Value::Null),
+                    l.get("batch_index").cloned().unwrap_or(Value::Null),
+                )
+            })
+            .collect();
+        assert_eq!(
+            placed,
+            [
+                (json!("alone"), Value::Null, Value::Null),
+                (json!("a"), json!(1), json!(0)),
+                (json!("b"), json!(1), json!(1)),
+                (json!("c"), json!(2), json!(0)),
+            ]
+        );
+        assert!(lines.iter().all(|l| l["action"] == "allow"));
     }
 
     #[test]

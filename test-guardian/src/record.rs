@@ -5,7 +5,9 @@
 //! `{"envelope": <request as received>, "signature_valid": true|false|null,
 //!   "action": "<label>", "chain_hash": "<head after the request>"|null}`;
 //! for a body that is not JSON, `envelope` is `null` and `raw` holds the
-//! body as (lossy) UTF-8.
+//! body as (lossy) UTF-8. Each element of an accepted batch gets its own
+//! line, with `"batch": <n>` (the n-th batch this Guardian accepted,
+//! counting from 1) and `"batch_index": <i>` (its position, from 0).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
@@ -28,6 +30,9 @@ pub struct Entry {
     pub action: String,
     /// The session head after this request's ContextEntry, if one was written.
     pub chain_hash: Option<String>,
+    /// For an element of an accepted batch: which batch (1-based, in
+    /// arrival order) and its position in it (0-based).
+    pub batch: Option<(u64, usize)>,
 }
 
 impl Entry {
@@ -41,6 +46,10 @@ impl Entry {
         });
         if let Some(raw) = &self.raw {
             line["raw"] = Value::String(raw.clone());
+        }
+        if let Some((batch, index)) = self.batch {
+            line["batch"] = json!(batch);
+            line["batch_index"] = json!(index);
         }
         line
     }

@@ -39,6 +39,11 @@ pub struct Script {
     /// `metadata.session_state.chain_hash` is not a head this session has had.
     #[serde(default)]
     pub check_chain_hash: bool,
+    /// Accept JSON-RPC batches: each element is handled as if it came
+    /// alone, and the answers go back as one array. When false (the
+    /// default) an array is answered with a single -32600.
+    #[serde(default)]
+    pub batch: bool,
 }
 
 impl Default for Script {
@@ -457,6 +462,7 @@ mod tests {
         assert!(matches!(script.default, Action::Allow(_)));
         assert!(script.verify_signatures && script.check_replay && script.check_timestamp);
         assert!(!script.check_chain_hash);
+        assert!(!script.batch);
         assert_eq!(script.hello.action, HelloAction::Ok);
         assert_eq!(script.hello.skew_window_ms, 300_000);
         assert_eq!(script.hello.on_decision_failure.as_deref(), Some("proceed"));

@@ -150,3 +150,67 @@ async fn stdio_handshake_signed_hooks_scripted_deny_late_and_drop() {
     stdout.read_to_end(&mut rest).await.expect("read rest");
     assert!(rest.is_empty(), "no reply after drop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_batches_only_when_the_script_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let record = dir.path().join("record.jsonl");
+    let run = |script: Value| {
+        let path = write_script(dir.path(), &script);
+        spawn(&[
+            "--stdio",
+            "--secret-b64",
+            &secret_b64(),
+            "--script",
+            path.to_str().expect("utf8 path"),
+            "--record",
+            record.to_str().expect("utf8 path"),
+        ])
+    };
+
+    // Default: one -32600 for the whole array, nothing chained.
+    let mut guardian = run(json!({}));
+    let mut stdin = guardian.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(guardian.stdout.take().expect("stdout"));
+    let mut client = Client::new();
+    let batch = json!([client.tool_call("echo"), client.tool_call("get-env")]);
+    send(&mut stdin, &batch).await;
+    let refused = receive(&mut stdout).await;
+    assert_eq!(refused["error"]["code"], -32600);
+    assert_eq!(refused["id"], Value::Null);
+    drop(stdin);
+    guardian.wait().await.expect("exit");
+
+    // "batch": true: one array back, each element signed and chained in order.
+    let mut guardian = run(json!({"batch": true, "rules": [
+        {"method": "steps/toolCallRequest", "tool": "get-env", "then": {"action": "deny"}}]}));
+    let mut stdin = guardian.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(guardian.stdout.take().expect("stdout"));
+    let mut client = Client::new();
+    let batch = json!([client.tool_call("echo"), client.tool_call("get-env")]);
+    send(&mut stdin, &batch).await;
+    let answers = receive(&mut stdout).await;
+    let answers = answers.as_array().expect("an array reply");
+    assert_eq!(answers.len(), 2);
+    for (index, (answer, decision)) in answers.iter().zip(["allow", "deny"]).enumerate() {
+        assert_eq!(answer["id"], batch[index]["id"]);
+        assert_eq!(answer["result"]["decision"], decision);
+        assert_eq!(
+            answer["result"]["chain_hash"],
+            json!(client.expected_head(index + 1))
+        );
+        assert!(client.verifies(answer), "element {index} signature");
+    }
+    drop(stdin);
+    guardian.wait().await.expect("exit");
+
+    let lines = common::record_lines(&record);
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["action"], "reject:batch_not_supported");
+    assert!(lines[0].get("batch").is_none());
+    assert_eq!(lines[1]["batch"], 1);
+    assert_eq!(lines[1]["batch_index"], 0);
+    assert_eq!(lines[2]["batch"], 1);
+    assert_eq!(lines[2]["batch_index"], 1);
+    assert_eq!(lines[2]["action"], "deny");
+}

@@ -2,7 +2,8 @@
 //! over HTTP(S) or stdio (`guardian.mode = "remote"`).
 //!
 //! [`client`] is the [`Guardian`](super::Guardian) implementation: the
-//! handshake, one signed exchange per hook, the chain-head witness.
+//! handshake, one signed exchange per hook (or one batch for the hooks of
+//! one message), the chain-head witness.
 //! [`signing`] authenticates every exchange (HMAC-SHA256 under a
 //! per-session HKDF key); [`wire`] builds the handshake and reads and
 //! validates what the Guardian answers; [`transport`] moves the bytes
@@ -78,6 +79,7 @@ pub fn from_config(config: &Config) -> Result<RemoteGuardian, RemoteSetupError> 
             PostureSetting::Deny => FailurePosture::Deny,
         }),
         timeout: Duration::from_millis(guardian.timeout_ms),
+        nonce: guardian.nonce,
     };
     Ok(RemoteGuardian::new(transport, settings))
 }
