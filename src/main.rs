@@ -11,13 +11,14 @@ use std::time::Duration;
 
 use acs_proxy::admin::{self, Health};
 use acs_proxy::audit::{self, AuditLog, AuditSettings};
-use acs_proxy::config::Config;
-use acs_proxy::config::GuardianMode;
+use acs_proxy::config::{Config, GuardianMode, ListenTransport};
 use acs_proxy::guardian::embedded::EmbeddedGuardian;
 use acs_proxy::guardian::remote::{self, RemoteGuardian};
 use acs_proxy::guardian::Guardian;
-use acs_proxy::relay::{run_stdio, SessionExit};
+use acs_proxy::relay::{run_stdio, stop_on_signal, RelaySessions, SessionExit};
+use acs_proxy::transport::http::server::{Server, ServerSettings};
 use clap::{Args, Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 /// An MCP gateway that enforces Agent Control Standard decisions inline.
@@ -180,6 +181,9 @@ async fn serve(config: Arc<Config>) -> Result<ExitCode, String> {
         tracing::info!(%bound, "metrics, /healthz and /readyz are served");
     }
     let guardian = guardian(&config, &health)?;
+    if config.listen.transport != ListenTransport::Stdio {
+        return serve_network(config, guardian, audit, health).await;
+    }
     let exit = run_stdio(config, guardian, audit, health)
         .await
         .map_err(|e| e.to_string())?;
@@ -193,6 +197,49 @@ async fn serve(config: Arc<Config>) -> Result<ExitCode, String> {
             ExitCode::from(3)
         }
     })
+}
+
+/// The network deployment (`[listen] transport = "http"` or `"ws"`): every
+/// agent session gets its own upstream and audit chain. Serves until
+/// SIGTERM/SIGINT, then stops accepting, ends every session (each seals
+/// its chain), waits for them up to a deadline and flushes the audit log.
+async fn serve_network(
+    config: Arc<Config>,
+    guardian: Arc<dyn Guardian>,
+    audit: AuditLog,
+    health: Arc<Health>,
+) -> Result<ExitCode, String> {
+    let stop = CancellationToken::new();
+    tokio::spawn(stop_on_signal(stop.clone()));
+    let cancel_sessions = CancellationToken::new();
+    let sessions = Arc::new(RelaySessions::new(
+        config.clone(),
+        guardian,
+        audit.clone(),
+        cancel_sessions.clone(),
+    ));
+    let server = Server::bind(ServerSettings::from_config(&config), sessions).await?;
+    let address = server.local_addr();
+    // A stable line on stderr: scripts and tests read the bound address here.
+    eprintln!(
+        "acs-proxy: listening on {}://{address} ({})",
+        server.scheme(),
+        server.endpoints().join(", ")
+    );
+    health.set_upstream_up(true);
+    let report = server.run(stop, cancel_sessions).await;
+    health.set_upstream_up(false);
+    if report.unfinished_sessions > 0 {
+        tracing::warn!(
+            sessions = report.unfinished_sessions,
+            "sessions were still ending at the shutdown deadline"
+        );
+    }
+    if let Err(err) = audit.flush().await {
+        tracing::error!(%err, "the audit log could not be flushed");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The Guardian `[guardian]` names; a remote one is pinged in the

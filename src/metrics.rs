@@ -7,7 +7,7 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
     Registry, TextEncoder,
 };
 
@@ -26,8 +26,12 @@ pub struct Metrics {
     pub audit_entries_total: IntCounter,
     /// `acs_proxy_audit_failures_total`: appends that could not be recorded.
     pub audit_failures_total: IntCounter,
-    /// `acs_proxy_sessions_active`: sessions currently open.
-    pub sessions_active: IntGauge,
+    /// `acs_proxy_sessions_active{route}`: sessions currently open, by
+    /// upstream route (the upstream's name).
+    pub sessions_active: IntGaugeVec,
+    /// `acs_proxy_http_requests_total{route,status}`: requests answered by
+    /// the agent-facing HTTP listener, by route and HTTP status.
+    pub http_requests_total: IntCounterVec,
     /// `acs_proxy_enforcement_total{action}`: what was done to messages.
     pub enforcement_total: IntCounterVec,
     /// `acs_proxy_guardian_request_seconds{method,outcome}`.
@@ -108,8 +112,20 @@ impl Metrics {
             "Audit appends that could not be recorded",
         )
         .unwrap_or_else(|err| panic!("acs_proxy_audit_failures_total is malformed: {err}"));
-        let sessions_active = IntGauge::new("acs_proxy_sessions_active", "Sessions currently open")
-            .unwrap_or_else(|err| panic!("acs_proxy_sessions_active is malformed: {err}"));
+        let sessions_active = IntGaugeVec::new(
+            Opts::new(
+                "acs_proxy_sessions_active",
+                "Sessions currently open, by upstream route",
+            ),
+            &["route"],
+        )
+        .unwrap_or_else(|err| panic!("acs_proxy_sessions_active is malformed: {err}"));
+        let http_requests_total = counter_vec(
+            &registry,
+            "acs_proxy_http_requests_total",
+            "Requests answered by the agent-facing HTTP listener, by route and status",
+            &["route", "status"],
+        );
         for collector in [
             Box::new(decision_seconds.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(guardian_request_seconds.clone()),
@@ -130,6 +146,7 @@ impl Metrics {
             audit_entries_total,
             audit_failures_total,
             sessions_active,
+            http_requests_total,
             enforcement_total,
             guardian_request_seconds,
             decision_failures_total,
@@ -156,6 +173,16 @@ impl Metrics {
         self.enforcement_total.with_label_values(&[action]).inc();
     }
 
+    /// Counts one request answered by the HTTP listener. `route` is a
+    /// configured upstream name (or `-` for a path that names none), so the
+    /// series count stays bounded.
+    pub fn http_request(&self, route: &str, status: u16) {
+        let mut buf = [b'0'; 3];
+        self.http_requests_total
+            .with_label_values(&[route, status_label(status, &mut buf)])
+            .inc();
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let mut out = Vec::new();
@@ -164,6 +191,15 @@ impl Metrics {
         }
         String::from_utf8(out).unwrap_or_default()
     }
+}
+
+/// The status code as text, without allocating for the common ones.
+fn status_label(status: u16, buf: &mut [u8; 3]) -> &str {
+    let status = status.clamp(100, 999);
+    buf[0] = b'0' + (status / 100) as u8;
+    buf[1] = b'0' + (status / 10 % 10) as u8;
+    buf[2] = b'0' + (status % 10) as u8;
+    std::str::from_utf8(buf).unwrap_or("000")
 }
 
 /// 50 µs to 10 s: decisions range from in-process to a human approval.
@@ -192,7 +228,11 @@ mod tests {
         METRICS.message("client_to_server", "tools/call");
         METRICS.decision("steps/toolCallRequest", "deny", "embedded");
         METRICS.audit_entries_total.inc();
+        METRICS.sessions_active.with_label_values(&["demo"]).inc();
+        METRICS.http_request("demo", 202);
         let text = METRICS.render();
+        assert!(text.contains("acs_proxy_http_requests_total{route=\"demo\",status=\"202\"}"));
+        assert!(text.contains("acs_proxy_sessions_active{route=\"demo\"}"));
         for name in [
             "acs_proxy_messages_total",
             "acs_proxy_decisions_total",

@@ -62,7 +62,7 @@ fn metrics_and_health_are_served() {
         "acs_proxy_decisions_total{decision=\"deny\",hook=\"steps/toolCallRequest\",source=\"embedded\"} 1",
         "acs_proxy_decision_seconds_bucket",
         "acs_proxy_audit_entries_total",
-        "acs_proxy_sessions_active 1",
+        "acs_proxy_sessions_active{route=\"demo\"} 1",
     ] {
         assert!(metrics.contains(needle), "missing {needle} in:\n{metrics}");
     }

@@ -119,12 +119,6 @@ impl Config {
             self.validate_remote_guardian().map_err(invalid)?;
         }
         self.listen.validate().map_err(invalid)?;
-        if self.listen.transport != ListenTransport::Stdio {
-            return Err(invalid(format!(
-                "listen.transport = {:?} is not available in this build; use \"stdio\"",
-                self.listen.transport
-            )));
-        }
         if self.listen.transport == ListenTransport::Stdio && self.upstreams.len() > 1 {
             return Err(invalid(
                 "listen.transport = \"stdio\" serves exactly one [[upstream]]".into(),

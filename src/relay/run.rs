@@ -70,7 +70,10 @@ pub async fn run_session(
         session_id,
         writers,
     ));
-    METRICS.sessions_active.inc();
+    let active = METRICS
+        .sessions_active
+        .with_label_values(&[context.upstream.name.as_str()]);
+    active.inc();
     let mut client_pump = tokio::spawn(pump::run(
         session.clone(),
         Direction::ClientToServer,
@@ -110,7 +113,7 @@ pub async fn run_session(
         SessionExit::ServerExited(_) => SessionEndReason::Error,
     };
     lifecycle::end(&session, reason).await;
-    METRICS.sessions_active.dec();
+    active.dec();
     upstream.writer.close();
     if let Some(task) = upstream.writer_task.take() {
         let _ = task.await;

@@ -9,6 +9,13 @@ if calls were denied or failed; non-zero only if the client itself crashed
 
     python mcp_client.py --scenario full [--elicitation accept|decline|none] \
         [--call NAME JSON_ARGS]... -- <command> <args...>
+    python mcp_client.py --url http://127.0.0.1:PORT/mcp [--header NAME VALUE]... \
+        --scenario full ...
+
+With --url the client connects to a Streamable HTTP endpoint instead of
+spawning a server (no `--` command then); --header adds an HTTP header to
+every request (for example Authorization). At exit the session is ended
+with DELETE.
 
 Scenarios:
   full   initialize, tools/list, a tool call with progress, a tool call that
@@ -45,16 +52,20 @@ and ping_after.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import traceback
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import mcp.types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
@@ -354,11 +365,26 @@ def _callbacks(args: argparse.Namespace) -> dict[str, Any]:
     return callbacks
 
 
+@contextlib.asynccontextmanager
+async def _connect(args: argparse.Namespace, command: list[str]) -> AsyncIterator[tuple[Any, Any]]:
+    """The transport's two streams: a spawned stdio server, or a Streamable HTTP endpoint."""
+    if args.url:
+        headers = {name: value for name, value in args.header or []}
+        async with create_mcp_http_client(headers=headers) as client:
+            async with streamable_http_client(args.url, http_client=client) as streams:
+                yield streams[0], streams[1]
+        return
+    params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+    async with stdio_client(params) as (read_stream, write_stream):
+        yield read_stream, write_stream
+
+
 async def run(args: argparse.Namespace, command: list[str]) -> dict[str, Any]:
     transcript = Transcript()
-    params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
     output: dict[str, Any] = {"scenario": args.scenario, "command": command}
-    async with stdio_client(params) as (read_stream, write_stream):
+    if args.url:
+        output["url"] = args.url
+    async with _connect(args, command) as (read_stream, write_stream):
         to_session_send, to_session_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         from_session_send, from_session_recv = anyio.create_memory_object_stream[SessionMessage](0)
         async with anyio.create_task_group() as tg:
@@ -399,6 +425,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     own, command = argv[:split], argv[split + 1 :]
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scenario", choices=["full", "calls"], default="full")
+    parser.add_argument("--url", help="connect to this Streamable HTTP endpoint instead of spawning a server")
+    parser.add_argument("--header", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                        help="an HTTP header sent with every request (with --url); repeatable")
     parser.add_argument("--elicitation", choices=["accept", "decline", "none"], default="none",
                         help="declare the elicitation capability and answer requests this way (default: none)")
     parser.add_argument("--call", nargs=2, action="append", metavar=("NAME", "JSON_ARGS"),
@@ -417,7 +446,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--cancel-grace", type=float, default=0.5,
                         help="seconds to wait for a (wrong) response after cancelling")
     args = parser.parse_args(own)
-    if not command:
+    if args.url and command:
+        parser.error("give either --url or a server command after --, not both")
+    if not args.url and not command:
         parser.error("no server command given after --")
     for _, raw in args.call or []:
         json.loads(raw)  # fail fast on bad JSON

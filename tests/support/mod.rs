@@ -369,3 +369,424 @@ pub fn entries_of<'a>(entries: &'a [Value], step_type: &str) -> Vec<&'a Value> {
         .filter(|e| e["step_type"] == step_type)
         .collect()
 }
+
+/// A `[listen]` section for a network transport on a free loopback port
+/// (`127.0.0.1:0`; [`NetProxy`] reads the bound address), with extra keys.
+pub fn listen_section(transport: &str, extra: &str) -> String {
+    format!("[listen]\ntransport = {transport:?}\naddress = \"127.0.0.1:0\"\n{extra}\n")
+}
+
+/// A running `acs-proxy` serving a network transport (`[listen] transport =
+/// "http"` or `"ws"`), started with `--config`. The bound address comes from
+/// the `acs-proxy: listening on <scheme>://<addr> (...)` line on its stderr;
+/// the rest of its stderr is kept for [`NetProxy::stderr`].
+pub struct NetProxy {
+    child: Child,
+    /// The bound socket address.
+    pub addr: std::net::SocketAddr,
+    /// `http`, `https`, `ws` or `wss`.
+    pub scheme: String,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl NetProxy {
+    /// Starts `acs-proxy --config CONFIG` and waits until it listens.
+    pub fn start(config: &Path) -> Self {
+        let mut child = Command::new(proxy_bin())
+            .arg("--config")
+            .arg(config)
+            .env("ACS_PROXY_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn acs-proxy");
+        let stderr = child.stderr.take().expect("stderr");
+        let kept = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel();
+        let sink = kept.clone();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("[acs-proxy] {line}");
+                if let Some(rest) = line.strip_prefix("acs-proxy: listening on ") {
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(rest.to_owned());
+                    }
+                }
+                let mut kept = sink.lock().unwrap_or_else(|e| e.into_inner());
+                kept.push_str(&line);
+                kept.push('\n');
+            }
+        });
+        let listening = match rx.recv_timeout(WAIT) {
+            Ok(line) => line,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("acs-proxy did not start listening within {WAIT:?}");
+            }
+        };
+        let (scheme, rest) = listening.split_once("://").expect("scheme://addr");
+        let addr = rest
+            .split_whitespace()
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {listening:?}"));
+        Self {
+            child,
+            addr,
+            scheme: scheme.to_owned(),
+            stderr: kept,
+        }
+    }
+
+    /// `<scheme>://127.0.0.1:<port><path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}://{}{path}", self.scheme, self.addr)
+    }
+
+    /// Everything the proxy wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+        self.wait()
+    }
+
+    /// Waits for the proxy to exit.
+    pub fn wait(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "acs-proxy did not exit within {WAIT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for NetProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The session chains `acs-proxy audit verify` reports, and whether each is sealed.
+pub fn audit_chains(scratch: &Scratch) -> Vec<(String, bool)> {
+    let output = Command::new(proxy_bin())
+        .args(["audit", "verify"])
+        .arg(scratch.audit_log())
+        .output()
+        .expect("run audit verify");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "audit verify failed: {text}");
+    text.lines()
+        .filter_map(|line| line.trim().strip_prefix("session "))
+        .map(|rest| {
+            let id = rest.split(':').next().unwrap_or("").to_owned();
+            let rest = rest.trim_end();
+            (id, rest.ends_with(", sealed"))
+        })
+        .collect()
+}
+
+/// An MCP client over Streamable HTTP for the downstream tests: raw
+/// requests with the session headers, and an incremental SSE reader.
+pub mod mcp_http {
+    use std::time::Duration;
+
+    use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+    use reqwest::{Client, RequestBuilder, Response, StatusCode};
+    use serde_json::{json, Value};
+
+    use super::WAIT;
+
+    /// `application/json, text/event-stream`.
+    pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+
+    /// A reqwest client that uses rustls with ring, trusting `roots` (PEM)
+    /// besides nothing else; no proxy, no redirects.
+    pub fn client(roots: Option<&[u8]>) -> Client {
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let mut store = rustls::RootCertStore::empty();
+        if let Some(pem) = roots {
+            use rustls::pki_types::pem::PemObject;
+            for cert in rustls::pki_types::CertificateDer::pem_slice_iter(pem) {
+                store.add(cert.expect("PEM certificate")).expect("root");
+            }
+        }
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(store)
+            .with_no_client_auth();
+        Client::builder()
+            .tls_backend_preconfigured(tls)
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("HTTP client")
+    }
+
+    /// One SSE event.
+    #[derive(Debug, Clone, Default)]
+    pub struct SseEvent {
+        pub id: Option<String>,
+        pub event: Option<String>,
+        pub data: String,
+    }
+
+    impl SseEvent {
+        /// `data` as JSON.
+        pub fn json(&self) -> Value {
+            super::parse(&self.data)
+        }
+    }
+
+    /// Reads SSE events from a response as they arrive.
+    pub struct SseStream {
+        pub response: Response,
+        buf: String,
+    }
+
+    impl SseStream {
+        pub fn new(response: Response) -> Self {
+            Self {
+                response,
+                buf: String::new(),
+            }
+        }
+
+        /// The next event, `None` at the end of the stream; fails the test
+        /// after [`WAIT`].
+        pub async fn next(&mut self) -> Option<SseEvent> {
+            match self.next_within(WAIT).await {
+                Ok(event) => event,
+                Err(_) => panic!("no SSE event within {WAIT:?}"),
+            }
+        }
+
+        /// The next event, or `Err` when none came within `limit`.
+        pub async fn next_within(&mut self, limit: Duration) -> Result<Option<SseEvent>, ()> {
+            let deadline = tokio::time::Instant::now() + limit;
+            loop {
+                if let Some(event) = self.take_event() {
+                    return Ok(Some(event));
+                }
+                let chunk = tokio::time::timeout_at(deadline, self.response.chunk())
+                    .await
+                    .map_err(|_| ())?;
+                match chunk {
+                    Ok(Some(bytes)) => self.buf.push_str(&String::from_utf8_lossy(&bytes)),
+                    Ok(None) | Err(_) => return Ok(None),
+                }
+            }
+        }
+
+        /// The next event carrying data (skips priming events).
+        pub async fn next_message(&mut self) -> Option<SseEvent> {
+            loop {
+                let event = self.next().await?;
+                if !event.data.is_empty() {
+                    return Some(event);
+                }
+            }
+        }
+
+        fn take_event(&mut self) -> Option<SseEvent> {
+            loop {
+                let end = self.buf.find("\n\n")?;
+                let block: String = self.buf.drain(..end + 2).collect();
+                let mut event = SseEvent::default();
+                let mut any_field = false;
+                for line in block.lines() {
+                    if line.starts_with(':') || line.is_empty() {
+                        continue;
+                    }
+                    let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                    let value = value.strip_prefix(' ').unwrap_or(value);
+                    any_field = true;
+                    match field {
+                        "id" => event.id = Some(value.to_owned()),
+                        "event" => event.event = Some(value.to_owned()),
+                        "data" => {
+                            if !event.data.is_empty() {
+                                event.data.push('\n');
+                            }
+                            event.data.push_str(value);
+                        }
+                        _ => {}
+                    }
+                }
+                if any_field {
+                    return Some(event);
+                }
+            }
+        }
+    }
+
+    /// An MCP session over Streamable HTTP.
+    pub struct McpHttp {
+        pub client: Client,
+        pub url: String,
+        pub session: Option<String>,
+        pub version: Option<String>,
+        pub extra: HeaderMap,
+    }
+
+    impl McpHttp {
+        pub fn new(client: Client, url: String) -> Self {
+            Self {
+                client,
+                url,
+                session: None,
+                version: None,
+                extra: HeaderMap::new(),
+            }
+        }
+
+        /// Adds a header to every request.
+        pub fn header(mut self, name: &str, value: &str) -> Self {
+            self.extra.insert(
+                HeaderName::from_bytes(name.as_bytes()).expect("header name"),
+                HeaderValue::from_str(value).expect("header value"),
+            );
+            self
+        }
+
+        fn with_session(&self, builder: RequestBuilder) -> RequestBuilder {
+            let mut builder = builder.headers(self.extra.clone());
+            if let Some(id) = &self.session {
+                builder = builder.header("mcp-session-id", id);
+            }
+            if let Some(version) = &self.version {
+                builder = builder.header("mcp-protocol-version", version);
+            }
+            builder
+        }
+
+        /// POST raw text with this Accept.
+        pub async fn post_text(&self, body: &str, accept: &str) -> Response {
+            self.with_session(self.client.post(&self.url))
+                .header("content-type", "application/json")
+                .header("accept", accept)
+                .body(body.to_owned())
+                .send()
+                .await
+                .expect("POST")
+        }
+
+        /// POST one message (or batch), accepting JSON and SSE.
+        pub async fn post(&self, message: &Value) -> Response {
+            self.post_text(&message.to_string(), ACCEPT_BOTH).await
+        }
+
+        /// `initialize` (+ `notifications/initialized`): keeps the session id
+        /// and the negotiated version; returns the result.
+        pub async fn initialize(&mut self, version: &str, capabilities: Value) -> Value {
+            let response = self
+                .post(
+                    &json!({"jsonrpc":"2.0","id":"init","method":"initialize","params":{
+                    "protocolVersion":version,"capabilities":capabilities,
+                    "clientInfo":{"name":"downstream-test","version":"1"}}}),
+                )
+                .await;
+            assert_eq!(response.status(), StatusCode::OK, "initialize");
+            let session = response
+                .headers()
+                .get("mcp-session-id")
+                .expect("Mcp-Session-Id on the initialize response")
+                .to_str()
+                .expect("visible ASCII")
+                .to_owned();
+            let reply = read_reply(response, &json!("init")).await.0;
+            let result = reply["result"].clone();
+            assert!(result.is_object(), "initialize failed: {reply}");
+            self.session = Some(session);
+            self.version = result["protocolVersion"].as_str().map(str::to_owned);
+            let status = self
+                .notify(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
+                .await;
+            assert_eq!(status, StatusCode::ACCEPTED);
+            result
+        }
+
+        /// POST a notification or response; the status.
+        pub async fn notify(&self, message: &Value) -> StatusCode {
+            self.post(message).await.status()
+        }
+
+        /// POST a request and read its SSE stream to the response; returns
+        /// the response and what came before it.
+        pub async fn request(&self, message: &Value) -> (Value, Vec<Value>) {
+            let response = self.post(message).await;
+            assert_eq!(response.status(), StatusCode::OK, "POST {message}");
+            read_reply(response, &message["id"]).await
+        }
+
+        /// GET the standalone stream (or resume one with `Last-Event-ID`).
+        pub async fn get(&self, last_event_id: Option<&str>) -> Response {
+            let mut builder = self
+                .with_session(self.client.get(&self.url))
+                .header("accept", "text/event-stream");
+            if let Some(id) = last_event_id {
+                builder = builder.header("last-event-id", id);
+            }
+            builder.send().await.expect("GET")
+        }
+
+        /// DELETE the session.
+        pub async fn delete(&self) -> StatusCode {
+            self.with_session(self.client.delete(&self.url))
+                .send()
+                .await
+                .expect("DELETE")
+                .status()
+        }
+    }
+
+    /// A response body as JSON.
+    pub async fn json_body(response: Response) -> Value {
+        super::parse(&response.text().await.expect("body"))
+    }
+
+    /// The response to `id` from a POST answer (SSE or JSON), and the
+    /// messages that came before it on the stream.
+    pub async fn read_reply(response: Response, id: &Value) -> (Value, Vec<Value>) {
+        let is_sse = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !is_sse {
+            let text = response.text().await.expect("body");
+            return (super::parse(&text), Vec::new());
+        }
+        let mut stream = SseStream::new(response);
+        let mut before = Vec::new();
+        while let Some(event) = stream.next().await {
+            if event.data.is_empty() {
+                continue;
+            }
+            let message = event.json();
+            if message.get("method").is_none() && message.get("id") == Some(id) {
+                return (message, before);
+            }
+            before.push(message);
+        }
+        panic!("the stream ended without a response to {id}; saw {before:?}");
+    }
+}

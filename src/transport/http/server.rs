@@ -1,1 +1,477 @@
-//! Not built yet.
+//! The agent-facing network listener: acs-proxy as an MCP *server* that
+//! agents reach over Streamable HTTP (and legacy HTTP+SSE), or WebSocket.
+//!
+//! Each accepted MCP session is handed to a [`SessionStarter`] as a
+//! [`Downstream`](crate::transport::downstream::Downstream); this module
+//! knows nothing of hooks or policy.
+//!
+//! Endpoints: `<path>` when there is one upstream, and `<path>/<name>` for
+//! every upstream route. With `transport = "http"` each is a Streamable
+//! HTTP endpoint (`handlers`), plus, with `legacy_sse`, `<endpoint>/sse`
+//! and `<endpoint>/message` (`transport::sse::server`). With
+//! `transport = "ws"` each is a WebSocket endpoint
+//! (`transport::ws::server`). Every request passes the same edge
+//! checks first (`edge`) and is counted in
+//! `acs_proxy_http_requests_total{route,status}`.
+//!
+//! Parts:
+//! - `listener`: TCP/TLS accept loop, HTTP/1.1 + HTTP/2, timeouts,
+//!   graceful shutdown; `tls`: the reloading certificate.
+//! - `edge`: Host/Origin/bearer checks, body limits, `Accept`.
+//! - `shared`: session start, `max_sessions`, shutdown tracking.
+//! - `session`: Streamable HTTP sessions, idle expiry, abandoned streams.
+//! - `routing`: which stream each outgoing frame goes to, replay buffers.
+//! - `events`: SSE encoding and bodies.
+
+mod edge;
+mod events;
+mod handlers;
+mod listener;
+mod routing;
+mod session;
+mod shared;
+mod tls;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::http::{header, request::Parts, HeaderValue, Method, StatusCode};
+use axum::response::Response;
+use axum::routing::any;
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) use edge::{accepts, content_type_is_json, json_error, one_line, read_body, rejection};
+pub(crate) use events::{
+    body as sse_body, named as sse_named, response as sse_response, DropGuard,
+};
+pub(crate) use handlers::method_not_allowed;
+pub(crate) use shared::{Shared, Started};
+
+use crate::config::{Config, ListenConfig, ListenTransport};
+use crate::metrics::METRICS;
+use crate::transport::downstream::SessionStarter;
+
+/// What the listener needs to know.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// `[listen]`.
+    pub listen: ListenConfig,
+    /// The upstream route names, in configuration order.
+    pub routes: Vec<String>,
+    /// Request body limit (and WebSocket message limit).
+    pub max_message_bytes: usize,
+    /// Frames queued per session and direction.
+    pub queue: usize,
+    /// How long shutdown waits for sessions to seal their audit chains.
+    pub shutdown_deadline: Duration,
+}
+
+impl ServerSettings {
+    /// The settings a configuration describes.
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            listen: config.listen.clone(),
+            routes: config.upstreams.iter().map(|u| u.name.clone()).collect(),
+            max_message_bytes: config.limits.max_message_bytes,
+            queue: config.limits.max_in_flight,
+            shutdown_deadline: Duration::from_secs(10),
+        }
+    }
+}
+
+/// How a shutdown went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Sessions that had not ended by the deadline.
+    pub unfinished_sessions: usize,
+}
+
+/// A bound listener, ready to serve.
+pub struct Server {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    shared: Arc<Shared>,
+    tls: Option<Arc<tls::ReloadingCert>>,
+    app: Router,
+}
+
+/// What an endpoint path serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    StreamableHttp,
+    LegacySse,
+    LegacyMessage,
+    WebSocket,
+}
+
+impl Server {
+    /// Binds the listener and loads what it needs (TLS pair, token file);
+    /// any problem is a startup error.
+    pub async fn bind(
+        settings: ServerSettings,
+        starter: Arc<dyn SessionStarter>,
+    ) -> Result<Server, String> {
+        let listen = &settings.listen;
+        if listen.transport == ListenTransport::Stdio {
+            return Err("listen.transport = \"stdio\" has no network listener".into());
+        }
+        if settings.routes.is_empty() {
+            return Err("a network listener needs at least one [[upstream]]".into());
+        }
+        if listen.legacy_sse && listen.transport != ListenTransport::Http {
+            return Err("listen.legacy_sse needs listen.transport = \"http\"".into());
+        }
+        let tls = match (&listen.tls_cert, &listen.tls_key) {
+            (Some(cert), Some(key)) => Some(tls::ReloadingCert::load(cert, key)?),
+            _ => None,
+        };
+        let listener = TcpListener::bind(listen.address)
+            .await
+            .map_err(|err| format!("cannot listen on {}: {err}", listen.address))?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|err| format!("cannot listen on {}: {err}", listen.address))?;
+        let edge = edge::Edge::new(listen, local_addr)?;
+        let shared = Arc::new(Shared::new(settings, edge, starter));
+        let app = router(&shared)?;
+        Ok(Server {
+            listener,
+            local_addr,
+            shared,
+            tls,
+            app,
+        })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// `https`/`wss` when TLS is on.
+    pub fn scheme(&self) -> &'static str {
+        match (self.shared.settings.listen.transport, self.tls.is_some()) {
+            (ListenTransport::Ws, true) => "wss",
+            (ListenTransport::Ws, false) => "ws",
+            (_, true) => "https",
+            (_, false) => "http",
+        }
+    }
+
+    /// The endpoint paths served, for the startup log.
+    pub fn endpoints(&self) -> Vec<String> {
+        endpoints(&self.shared.settings)
+            .into_iter()
+            .map(|(path, _)| path)
+            .collect()
+    }
+
+    /// Serves until `stop` fires, then shuts down in order: stop accepting,
+    /// fire `cancel_sessions` (the relay's stop: each session ends and seals
+    /// its audit chain) and end the agents' sides, wait for the sessions up
+    /// to the deadline, then close the connections still open.
+    pub async fn run(
+        self,
+        stop: CancellationToken,
+        cancel_sessions: CancellationToken,
+    ) -> ShutdownReport {
+        let Server {
+            listener,
+            shared,
+            tls,
+            app,
+            ..
+        } = self;
+        let acceptor = match &tls {
+            Some(cert) => match cert.acceptor() {
+                Ok(acceptor) => Some(acceptor),
+                Err(err) => {
+                    tracing::error!(%err, "TLS cannot be set up");
+                    return ShutdownReport {
+                        unfinished_sessions: 0,
+                    };
+                }
+            },
+            None => None,
+        };
+        let housekeeping = tokio::spawn(housekeeping(shared.clone(), tls, stop.clone()));
+        let graceful = listener::accept_until(listener, app, acceptor, stop).await;
+        shared.stopping.cancel();
+        housekeeping.abort();
+        cancel_sessions.cancel();
+        for session in shared.http.drain() {
+            session.close();
+        }
+        shared.legacy.close_all();
+        shared.tracker.close();
+        let deadline = shared.settings.shutdown_deadline;
+        if tokio::time::timeout(deadline, shared.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                sessions = shared.active_sessions(),
+                "sessions still running at the shutdown deadline"
+            );
+        }
+        let unfinished_sessions = shared.active_sessions();
+        // Streams end with their sessions; give connections a moment to finish.
+        let _ = tokio::time::timeout(Duration::from_secs(2), graceful.shutdown()).await;
+        ShutdownReport {
+            unfinished_sessions,
+        }
+    }
+}
+
+/// Idle expiry, and reloading the TLS pair and token file when they change.
+async fn housekeeping(
+    shared: Arc<Shared>,
+    tls: Option<Arc<tls::ReloadingCert>>,
+    stop: CancellationToken,
+) {
+    const RELOAD_EVERY: Duration = Duration::from_secs(2);
+    let idle = Duration::from_millis(shared.settings.listen.session_idle_timeout_ms.max(1));
+    let tick = (idle / 4).clamp(Duration::from_millis(50), RELOAD_EVERY);
+    let tokens = shared.edge.tokens();
+    let mut since_reload = Duration::ZERO;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(tick) => {}
+        }
+        shared.http.expire_idle(idle);
+        since_reload += tick;
+        if since_reload >= RELOAD_EVERY {
+            since_reload = Duration::ZERO;
+            if let Some(cert) = &tls {
+                cert.reload_if_changed();
+            }
+            if let Some(tokens) = &tokens {
+                tokens.reload_if_changed();
+            }
+        }
+    }
+}
+
+/// `path` without a trailing `/` (`""` for `/`).
+fn base_path(path: &str) -> &str {
+    path.trim_end_matches('/')
+}
+
+/// Every endpoint path with its route.
+fn endpoints(settings: &ServerSettings) -> Vec<(String, String)> {
+    let base = base_path(&settings.listen.path);
+    let mut out = Vec::new();
+    if let [only] = settings.routes.as_slice() {
+        let path = if base.is_empty() {
+            "/".to_owned()
+        } else {
+            base.to_owned()
+        };
+        out.push((path, only.clone()));
+    }
+    for name in &settings.routes {
+        out.push((format!("{base}/{name}"), name.clone()));
+    }
+    out
+}
+
+fn router(shared: &Arc<Shared>) -> Result<Router, String> {
+    let settings = &shared.settings;
+    for name in &settings.routes {
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        {
+            return Err(format!(
+                "upstream name {name:?} cannot be a URL path segment (use letters, digits, '-', '_', '.')"
+            ));
+        }
+    }
+    let mut paths = BTreeSet::new();
+    let mut app = Router::new();
+    for (path, route) in endpoints(settings) {
+        let mut add = |path: String, kind: Kind| -> Result<(), String> {
+            if !paths.insert(path.clone()) {
+                return Err(format!(
+                    "two endpoints would be served at {path:?}; rename the upstream {route:?}"
+                ));
+            }
+            let handler = Endpoint {
+                shared: shared.clone(),
+                route: Arc::from(route.as_str()),
+                kind,
+                message_path: match kind {
+                    Kind::LegacySse => path
+                        .strip_suffix("/sse")
+                        .map(|base| format!("{base}/message"))
+                        .unwrap_or_default(),
+                    _ => String::new(),
+                },
+            };
+            let handler = Arc::new(handler);
+            app = std::mem::take(&mut app).route(
+                &path,
+                any(move |request: Request| {
+                    let handler = handler.clone();
+                    async move { handler.handle(request).await }
+                }),
+            );
+            Ok(())
+        };
+        match settings.listen.transport {
+            ListenTransport::Ws => add(path, Kind::WebSocket)?,
+            _ => {
+                let base = base_path(&path).to_owned();
+                add(path, Kind::StreamableHttp)?;
+                if settings.listen.legacy_sse {
+                    add(format!("{base}/sse"), Kind::LegacySse)?;
+                    add(format!("{base}/message"), Kind::LegacyMessage)?;
+                }
+            }
+        }
+    }
+    let fallback = shared.clone();
+    Ok(app.fallback(move |request: Request| {
+        let shared = fallback.clone();
+        async move {
+            let (parts, _) = request.into_parts();
+            let response = match shared.edge.check(&parts) {
+                Err(response) => *response,
+                Ok(()) => rejection(StatusCode::NOT_FOUND, "no MCP endpoint here"),
+            };
+            METRICS.http_request("-", response.status().as_u16());
+            response
+        }
+    }))
+}
+
+/// One endpoint path: its route and what it serves.
+struct Endpoint {
+    shared: Arc<Shared>,
+    route: Arc<str>,
+    kind: Kind,
+    /// For a legacy SSE stream: where its client posts.
+    message_path: String,
+}
+
+impl Endpoint {
+    async fn handle(&self, request: Request) -> Response {
+        let (parts, body) = request.into_parts();
+        let origin = parts.headers.get(header::ORIGIN).cloned();
+        let response = if parts.method == Method::OPTIONS {
+            preflight(&self.shared, &parts)
+        } else {
+            match self.shared.edge.check(&parts) {
+                Err(response) => *response,
+                Ok(()) => self.serve(parts, body).await,
+            }
+        };
+        let response = cors(origin, response);
+        METRICS.http_request(&self.route, response.status().as_u16());
+        response
+    }
+
+    async fn serve(&self, parts: Parts, body: axum::body::Body) -> Response {
+        let shared = self.shared.clone();
+        let route = self.route.clone();
+        match self.kind {
+            Kind::StreamableHttp => handlers::endpoint(shared, route, parts, body).await,
+            Kind::LegacySse => {
+                crate::transport::sse::server::open(shared, route, &self.message_path, parts).await
+            }
+            Kind::LegacyMessage => {
+                crate::transport::sse::server::message(shared, route, parts, body).await
+            }
+            Kind::WebSocket => crate::transport::ws::server::upgrade(shared, route, parts).await,
+        }
+    }
+}
+
+/// A CORS preflight: Host and Origin are checked (browsers send no
+/// credentials on preflights), then the methods and headers MCP uses.
+fn preflight(shared: &Shared, parts: &Parts) -> Response {
+    if let Err(response) = shared.edge.check_without_auth(parts) {
+        return *response;
+    }
+    let mut response = Response::new(axum::body::Body::empty());
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, DELETE, OPTIONS"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static(
+            "authorization, content-type, accept, last-event-id, mcp-session-id, mcp-protocol-version",
+        ),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
+    response
+}
+
+/// An allowed browser origin may read the response and its session id.
+fn cors(origin: Option<HeaderValue>, mut response: Response) -> Response {
+    let Some(origin) = origin else {
+        return response;
+    };
+    if response.status() == StatusCode::FORBIDDEN {
+        return response;
+    }
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    headers.insert(header::VARY, HeaderValue::from_static("Origin"));
+    headers.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static("mcp-session-id"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(path: &str, routes: &[&str]) -> ServerSettings {
+        ServerSettings {
+            listen: ListenConfig {
+                path: path.into(),
+                ..ListenConfig::default()
+            },
+            routes: routes.iter().map(|r| (*r).to_owned()).collect(),
+            max_message_bytes: 1 << 20,
+            queue: 16,
+            shutdown_deadline: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn endpoint_paths() {
+        let one = endpoints(&settings("/mcp", &["demo"]));
+        assert_eq!(
+            one,
+            [
+                ("/mcp".to_owned(), "demo".to_owned()),
+                ("/mcp/demo".to_owned(), "demo".to_owned())
+            ]
+        );
+        let root = endpoints(&settings("/", &["a", "b"]));
+        assert_eq!(
+            root,
+            [
+                ("/a".to_owned(), "a".to_owned()),
+                ("/b".to_owned(), "b".to_owned())
+            ]
+        );
+    }
+}

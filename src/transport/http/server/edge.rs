@@ -1,0 +1,571 @@
+//! Edge security and request hygiene, the same for every endpoint and
+//! transport (Streamable HTTP, legacy SSE, the WebSocket upgrade):
+//!
+//! - `Host` validation (DNS-rebinding protection): with no `allowed_hosts`
+//!   a loopback listener accepts only `localhost`, `127.0.0.1` and `[::1]`
+//!   (any port); any other listener accepts any host. With `allowed_hosts`
+//!   only those names. Anything else gets 403.
+//! - `Origin` validation: a request without `Origin` passes (not a browser);
+//!   a present one must be in `allowed_origins`, or, when that list is
+//!   empty, a loopback origin (`http(s)://localhost|127.0.0.1|[::1]`, any
+//!   port). Anything else gets 403.
+//! - Bearer tokens from `auth_tokens_file` (one per line; `#` comments and
+//!   blank lines skipped), compared in constant time over SHA-256 digests;
+//!   401 with `WWW-Authenticate: Bearer` otherwise. The file is re-read
+//!   when it changes.
+//! - Request bodies read with a byte limit (413) and a time limit (408).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+
+use axum::body::Body;
+use axum::http::{header, request::Parts, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::config::ListenConfig;
+use crate::jsonrpc::{codes, error_response, RequestId};
+
+/// A refused request's answer (boxed: responses are large).
+pub(crate) type Refused = Box<Response>;
+
+/// How long a client may take to send a request body.
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Host names a loopback listener accepts when `allowed_hosts` is empty.
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+/// The checks every request passes before any handler runs.
+#[derive(Debug)]
+pub(crate) struct Edge {
+    /// `None`: any host.
+    hosts: Option<Vec<String>>,
+    /// `None`: loopback origins only.
+    origins: Option<Vec<String>>,
+    tokens: Option<Arc<TokenFile>>,
+}
+
+impl Edge {
+    /// The checks `listen` asks for on a listener bound to `bound`.
+    pub(crate) fn new(listen: &ListenConfig, bound: SocketAddr) -> Result<Self, String> {
+        let hosts = if !listen.allowed_hosts.is_empty() {
+            Some(
+                listen
+                    .allowed_hosts
+                    .iter()
+                    .map(|h| strip_port(h.trim()).to_ascii_lowercase())
+                    .collect(),
+            )
+        } else if bound.ip().is_loopback() {
+            Some(LOOPBACK_HOSTS.iter().map(|h| (*h).to_owned()).collect())
+        } else {
+            None
+        };
+        let origins = (!listen.allowed_origins.is_empty()).then(|| {
+            listen
+                .allowed_origins
+                .iter()
+                .map(|o| normalize_origin(o))
+                .collect()
+        });
+        let tokens = match &listen.auth_tokens_file {
+            Some(path) => Some(Arc::new(TokenFile::load(path)?)),
+            None => None,
+        };
+        Ok(Self {
+            hosts,
+            origins,
+            tokens,
+        })
+    }
+
+    /// The token file, for the reload poller.
+    pub(crate) fn tokens(&self) -> Option<Arc<TokenFile>> {
+        self.tokens.clone()
+    }
+
+    /// Host, then Origin, then the bearer token.
+    pub(crate) fn check(&self, parts: &Parts) -> Result<(), Refused> {
+        self.check_without_auth(parts)?;
+        self.check_auth(parts)
+    }
+
+    /// Host and Origin only (CORS preflights carry no credentials).
+    pub(crate) fn check_without_auth(&self, parts: &Parts) -> Result<(), Refused> {
+        if let Some(hosts) = &self.hosts {
+            let host = request_host(parts).map(|h| strip_port(h).to_ascii_lowercase());
+            if !host.is_some_and(|h| hosts.contains(&h)) {
+                return Err(Box::new(rejection(
+                    StatusCode::FORBIDDEN,
+                    "the Host header names a host this listener does not serve",
+                )));
+            }
+        }
+        if let Some(origin) = parts.headers.get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("");
+            let allowed = match &self.origins {
+                Some(origins) => {
+                    let origin = normalize_origin(origin);
+                    origins.contains(&origin)
+                }
+                None => is_loopback_origin(origin),
+            };
+            if !allowed {
+                return Err(Box::new(rejection(
+                    StatusCode::FORBIDDEN,
+                    "this Origin is not allowed",
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_auth(&self, parts: &Parts) -> Result<(), Refused> {
+        if let Some(tokens) = &self.tokens {
+            let presented = parts
+                .headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(bearer);
+            if !presented.is_some_and(|token| tokens.accepts(token)) {
+                let mut response =
+                    rejection(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"acs-proxy\""),
+                );
+                return Err(Box::new(response));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The host the request names: `:authority` (HTTP/2) or `Host`.
+fn request_host(parts: &Parts) -> Option<&str> {
+    parts.uri.authority().map(|a| a.as_str()).or_else(|| {
+        parts
+            .headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+    })
+}
+
+/// `host[:port]` → `host`; `[v6]:port` → `[v6]`.
+fn strip_port(authority: &str) -> &str {
+    let authority = authority.rsplit('@').next().unwrap_or(authority);
+    if authority.starts_with('[') {
+        return match authority.find(']') {
+            Some(end) => &authority[..=end],
+            None => authority,
+        };
+    }
+    match authority.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => authority,
+    }
+}
+
+/// Lower-cased, without a trailing `/`.
+fn normalize_origin(origin: &str) -> String {
+    origin.trim().trim_end_matches('/').to_ascii_lowercase()
+}
+
+/// `http(s)://localhost|127.0.0.1|[::1]` with any port.
+fn is_loopback_origin(origin: &str) -> bool {
+    let origin = normalize_origin(origin);
+    let rest = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    match rest {
+        Some(authority) if !authority.contains('/') => {
+            LOOPBACK_HOSTS.contains(&strip_port(authority))
+        }
+        _ => false,
+    }
+}
+
+/// The token of `Bearer <token>` (scheme case-insensitive).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// Bearer tokens from a file, kept as SHA-256 digests and re-read when
+/// the file changes.
+#[derive(Debug)]
+pub(crate) struct TokenFile {
+    path: PathBuf,
+    state: RwLock<TokenState>,
+}
+
+#[derive(Debug)]
+struct TokenState {
+    digests: Vec<[u8; 32]>,
+    stamp: Option<(SystemTime, u64)>,
+}
+
+impl TokenFile {
+    fn load(path: &Path) -> Result<Self, String> {
+        let (digests, stamp) = read_tokens(path)?;
+        if digests.is_empty() {
+            tracing::warn!(path = %path.display(), "the auth tokens file has no tokens: every request will be refused");
+        }
+        Ok(Self {
+            path: path.to_owned(),
+            state: RwLock::new(TokenState { digests, stamp }),
+        })
+    }
+
+    /// Whether `token` is one of the file's, in constant time per token.
+    fn accepts(&self, token: &str) -> bool {
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        let mut found = subtle::Choice::from(0);
+        for known in &state.digests {
+            found |= known.ct_eq(&digest);
+        }
+        found.into()
+    }
+
+    /// Re-reads the file if its modification time or size changed; keeps
+    /// the old tokens when it cannot be read.
+    pub(crate) fn reload_if_changed(&self) {
+        let stamp = file_stamp(&self.path);
+        {
+            let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+            if stamp == state.stamp {
+                return;
+            }
+        }
+        match read_tokens(&self.path) {
+            Ok((digests, stamp)) => {
+                let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+                tracing::info!(path = %self.path.display(), tokens = digests.len(), "reloaded the auth tokens file");
+                *state = TokenState { digests, stamp };
+            }
+            Err(err) => tracing::warn!(%err, "keeping the previous auth tokens"),
+        }
+    }
+}
+
+type Tokens = (Vec<[u8; 32]>, Option<(SystemTime, u64)>);
+
+fn read_tokens(path: &Path) -> Result<Tokens, String> {
+    let stamp = file_stamp(path);
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| format!("cannot read auth tokens file {}: {err}", path.display()))?;
+    let digests = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(|line| Sha256::digest(line.as_bytes()).into())
+        .collect();
+    Ok((digests, stamp))
+}
+
+/// Modification time and size, to notice a changed file.
+pub(crate) fn file_stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+/// An HTTP error whose body is an id-less JSON-RPC error.
+pub(crate) fn rejection(status: StatusCode, message: &str) -> Response {
+    let code = if status.is_server_error() {
+        codes::INTERNAL_ERROR
+    } else {
+        codes::INVALID_REQUEST
+    };
+    json_error(status, None, code, message)
+}
+
+/// An HTTP error carrying a JSON-RPC error body.
+pub(crate) fn json_error(
+    status: StatusCode,
+    id: Option<&RequestId>,
+    code: i64,
+    message: &str,
+) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        error_response(id, code, message, None),
+    )
+        .into_response()
+}
+
+/// What an `Accept` header allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Accepts {
+    /// `application/json`.
+    pub(crate) json: bool,
+    /// `text/event-stream`.
+    pub(crate) sse: bool,
+}
+
+/// Parses `Accept`; an absent header accepts everything.
+pub(crate) fn accepts(headers: &HeaderMap) -> Accepts {
+    let mut result = Accepts {
+        json: false,
+        sse: false,
+    };
+    let mut any_header = false;
+    for value in headers.get_all(header::ACCEPT) {
+        any_header = true;
+        let Ok(value) = value.to_str() else { continue };
+        for item in value.split(',') {
+            let mut params = item.split(';');
+            let media = params.next().unwrap_or("").trim().to_ascii_lowercase();
+            let refused = params.any(|p| {
+                let p = p.trim().to_ascii_lowercase();
+                p.strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            if refused {
+                continue;
+            }
+            match media.as_str() {
+                "*/*" => {
+                    result.json = true;
+                    result.sse = true;
+                }
+                "application/json" | "application/*" => result.json = true,
+                "text/event-stream" | "text/*" => result.sse = true,
+                _ => {}
+            }
+        }
+    }
+    if !any_header {
+        return Accepts {
+            json: true,
+            sse: true,
+        };
+    }
+    result
+}
+
+/// Whether the body is declared as JSON (or not declared at all).
+pub(crate) fn content_type_is_json(headers: &HeaderMap) -> bool {
+    match headers.get(header::CONTENT_TYPE) {
+        None => true,
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json")),
+    }
+}
+
+/// Reads a request body of at most `limit` bytes: 413 beyond it, 408 when
+/// the client is too slow, 400 when the body breaks off.
+pub(crate) async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Bytes, Response> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return Err(too_large(limit));
+    }
+    let read = async {
+        let mut stream = body.into_data_stream();
+        let mut buf = BytesMut::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|err| {
+                rejection(
+                    StatusCode::BAD_REQUEST,
+                    &format!("the request body could not be read: {err}"),
+                )
+            })?;
+            if buf.len() + chunk.len() > limit {
+                return Err(too_large(limit));
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(buf.freeze())
+    };
+    match tokio::time::timeout(BODY_READ_TIMEOUT, read).await {
+        Ok(result) => result,
+        Err(_) => Err(rejection(
+            StatusCode::REQUEST_TIMEOUT,
+            "the request body did not arrive in time",
+        )),
+    }
+}
+
+fn too_large(limit: usize) -> Response {
+    rejection(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!("the request body exceeds the {limit}-byte limit"),
+    )
+}
+
+/// A frame as one line: raw CR and LF can only be insignificant whitespace
+/// in valid JSON, so they become spaces, and a message from a body or a
+/// WebSocket frame can travel on a newline-framed upstream unchanged
+/// otherwise. Invalid JSON stays invalid.
+pub(crate) fn one_line(frame: Bytes) -> Bytes {
+    if !frame.iter().any(|b| *b == b'\n' || *b == b'\r') {
+        return frame;
+    }
+    let mut out = BytesMut::from(&frame[..]);
+    for byte in out.iter_mut() {
+        if *byte == b'\n' || *byte == b'\r' {
+            *byte = b' ';
+        }
+    }
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::Request;
+
+    fn parts(headers: &[(&str, &str)]) -> Parts {
+        let mut builder = Request::builder().uri("/mcp");
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).unwrap().into_parts().0
+    }
+
+    fn edge(listen: ListenConfig, bound: &str) -> Edge {
+        Edge::new(&listen, bound.parse().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn loopback_listener_accepts_only_loopback_hosts() {
+        let edge = edge(ListenConfig::default(), "127.0.0.1:8080");
+        for host in ["localhost:8080", "127.0.0.1", "[::1]:1", "LOCALHOST"] {
+            assert!(edge.check(&parts(&[("host", host)])).is_ok(), "{host}");
+        }
+        for host in ["evil.example:8080", "127.0.0.2", "localhost.evil.example"] {
+            let err = edge.check(&parts(&[("host", host)])).unwrap_err();
+            assert_eq!(err.status(), StatusCode::FORBIDDEN, "{host}");
+        }
+        assert!(edge.check(&parts(&[])).is_err(), "no host at all");
+    }
+
+    #[test]
+    fn other_listeners_accept_any_host_unless_configured() {
+        let open = edge(ListenConfig::default(), "0.0.0.0:8080");
+        assert!(open.check(&parts(&[("host", "proxy.example")])).is_ok());
+        let listen = ListenConfig {
+            allowed_hosts: vec!["proxy.example:443".into()],
+            ..ListenConfig::default()
+        };
+        let strict = edge(listen, "0.0.0.0:8080");
+        assert!(strict.check(&parts(&[("host", "PROXY.example")])).is_ok());
+        assert!(strict.check(&parts(&[("host", "localhost")])).is_err());
+    }
+
+    #[test]
+    fn origins() {
+        let edge = edge(ListenConfig::default(), "127.0.0.1:8080");
+        let with = |origin| parts(&[("host", "localhost"), ("origin", origin)]);
+        for origin in [
+            "http://localhost:3000",
+            "https://127.0.0.1",
+            "http://[::1]:9",
+        ] {
+            assert!(edge.check(&with(origin)).is_ok(), "{origin}");
+        }
+        for origin in [
+            "http://evil.example",
+            "null",
+            "file://",
+            "http://localhost.evil",
+        ] {
+            assert!(edge.check(&with(origin)).is_err(), "{origin}");
+        }
+        let listen = ListenConfig {
+            allowed_origins: vec!["https://app.example/".into()],
+            ..ListenConfig::default()
+        };
+        let edge = self::edge(listen, "127.0.0.1:8080");
+        assert!(edge.check(&with("https://app.example")).is_ok());
+        assert!(edge.check(&with("http://localhost:3000")).is_err());
+    }
+
+    #[test]
+    fn bearer_tokens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        std::fs::write(&path, "# comment\n\nsecret-one\n  secret-two  \n").unwrap();
+        let listen = ListenConfig {
+            auth_tokens_file: Some(path.clone()),
+            ..ListenConfig::default()
+        };
+        let edge = edge(listen, "127.0.0.1:8080");
+        let with = |auth| parts(&[("host", "localhost"), ("authorization", auth)]);
+        assert!(edge.check(&with("Bearer secret-one")).is_ok());
+        assert!(edge.check(&with("bearer secret-two")).is_ok());
+        let err = edge.check(&with("Bearer secret-three")).unwrap_err();
+        assert_eq!(err.status(), StatusCode::UNAUTHORIZED);
+        assert!(err.headers().contains_key(header::WWW_AUTHENTICATE));
+        assert!(edge.check(&parts(&[("host", "localhost")])).is_err());
+        std::fs::write(&path, "secret-three-longer\n").unwrap();
+        edge.tokens().unwrap().reload_if_changed();
+        assert!(edge.check(&with("Bearer secret-three-longer")).is_ok());
+        assert!(edge.check(&with("Bearer secret-one")).is_err());
+    }
+
+    #[test]
+    fn accept_header() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(
+            accepts(&headers),
+            Accepts {
+                json: true,
+                sse: true
+            }
+        );
+        headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        assert_eq!(
+            accepts(&headers),
+            Accepts {
+                json: true,
+                sse: false
+            }
+        );
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream, application/json;q=0"),
+        );
+        assert_eq!(
+            accepts(&headers),
+            Accepts {
+                json: false,
+                sse: true
+            }
+        );
+        headers.insert(header::ACCEPT, HeaderValue::from_static("text/html"));
+        assert_eq!(
+            accepts(&headers),
+            Accepts {
+                json: false,
+                sse: false
+            }
+        );
+    }
+
+    #[test]
+    fn frames_become_one_line() {
+        let frame = Bytes::from_static(b"{\r\n  \"a\": 1\n}");
+        assert_eq!(&one_line(frame)[..], b"{    \"a\": 1 }");
+    }
+}

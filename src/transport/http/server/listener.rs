@@ -1,0 +1,94 @@
+//! Accepting connections: TCP, optional TLS, HTTP/1.1 or HTTP/2 (with
+//! upgrades, for WebSocket), a header read timeout against slowloris, and
+//! graceful shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+/// A client must send its request headers within this time.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A TLS handshake must finish within this time.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// HTTP/2 connections are pinged this often to notice dead peers.
+const H2_KEEP_ALIVE: Duration = Duration::from_secs(30);
+
+/// Accepts connections until `stop` fires; returns the handle that ends
+/// the connections still open.
+pub(crate) async fn accept_until(
+    listener: TcpListener,
+    app: Router,
+    tls: Option<TlsAcceptor>,
+    stop: CancellationToken,
+) -> GracefulShutdown {
+    let graceful = GracefulShutdown::new();
+    let builder = Arc::new(connection_builder());
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (tcp, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                // Out of descriptors and the like: back off instead of spinning.
+                tracing::warn!(%err, "accepting a connection failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let watcher = graceful.watcher();
+        let builder = builder.clone();
+        let app = app.clone();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            match tls {
+                None => serve(&builder, tcp, app, watcher).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        Ok(Ok(stream)) => serve(&builder, stream, app, watcher).await,
+                        Ok(Err(err)) => tracing::debug!(%peer, %err, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                }
+            }
+        });
+    }
+    graceful
+}
+
+fn connection_builder() -> Builder<TokioExecutor> {
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(H2_KEEP_ALIVE);
+    builder
+}
+
+async fn serve<I>(builder: &Builder<TokioExecutor>, io: I, app: Router, watcher: Watcher)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = TowerToHyperService::new(app);
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    if let Err(err) = watcher.watch(connection).await {
+        tracing::debug!(%err, "a connection ended with an error");
+    }
+}

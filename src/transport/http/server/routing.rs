@@ -1,0 +1,898 @@
+//! Where each frame the relay sends to the agent goes, for one Streamable
+//! HTTP session, and the per-stream replay buffers that make streams
+//! resumable.
+//!
+//! A session has streams: stream 0 is the standalone GET stream, and every
+//! POST that carries requests opens a new one (1, 2, ...). Each stream is a
+//! log of events with sequence numbers; an event's SSE id is
+//! `<stream>-<seq>`, unique within the session and naming its stream. A
+//! connection is a cursor into one log: it gets the retained events after
+//! its cursor, then live ones through a channel.
+//!
+//! Routing (each message goes to exactly one stream):
+//! - a response, or a batch holding responses, goes to the stream of the
+//!   POST that carried that request id; a response for an unknown id
+//!   (cancelled, or never asked over HTTP) is dropped;
+//! - `notifications/progress` goes to the stream of the request whose
+//!   `_meta.progressToken` it names, while that stream is open;
+//! - everything else (server→client requests, other notifications) goes to
+//!   the standalone stream if a GET holds it, else to the most recently
+//!   opened POST stream that still has a connection, else it is kept
+//!   (bounded) on the standalone stream until a GET opens it.
+//!
+//! This is pure state: no I/O, no locks; [`super::session`] drives it.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::jsonrpc::{peek_frame, Frame, Message, MessageKind, RequestId};
+
+/// The standalone (GET) stream.
+pub(crate) const STANDALONE: u64 = 0;
+
+/// The first protocol revision whose clients expect a priming event.
+const PRIMING_SINCE: &str = "2025-11-25";
+
+/// Bounds on what a session keeps for resumption.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReplayLimits {
+    /// Events kept per stream.
+    pub(crate) events: usize,
+    /// Bytes kept per stream (the newest event is always kept).
+    pub(crate) bytes: usize,
+    /// Finished POST streams kept for resumption.
+    pub(crate) finished_streams: usize,
+    /// Live events queued per connection before the router waits.
+    pub(crate) channel: usize,
+}
+
+/// One SSE event.
+#[derive(Debug, Clone)]
+pub(crate) struct Event {
+    pub(crate) stream: u64,
+    pub(crate) seq: u64,
+    /// The message; empty for a priming event.
+    pub(crate) data: Bytes,
+}
+
+/// How a POST wants its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// An SSE stream.
+    Sse,
+    /// One JSON body (a single response, or an array for a batch).
+    Json,
+}
+
+/// A connection's view of a stream.
+#[derive(Debug)]
+pub(crate) struct Attachment {
+    pub(crate) stream: u64,
+    pub(crate) generation: u64,
+    /// The events to send first (retained ones after the cursor, or a priming event).
+    pub(crate) replay: Vec<Event>,
+    /// Live events; `None` when the stream is already finished.
+    pub(crate) live: Option<mpsc::Receiver<Event>>,
+    /// Cancelled when another connection takes the stream over, or the
+    /// router gives up on this one.
+    pub(crate) kick: CancellationToken,
+}
+
+/// What opening a POST gives its handler.
+#[derive(Debug)]
+pub(crate) enum Opened {
+    Sse(Attachment),
+    Json {
+        stream: u64,
+        reply: oneshot::Receiver<Bytes>,
+    },
+}
+
+/// A hand-off the router performs outside the lock.
+#[derive(Debug)]
+pub(crate) enum Dispatch {
+    /// Send to a live connection.
+    Live {
+        tx: mpsc::Sender<Event>,
+        kick: CancellationToken,
+        event: Event,
+    },
+    /// Complete a JSON-mode POST.
+    Json {
+        tx: oneshot::Sender<Bytes>,
+        body: Bytes,
+    },
+}
+
+/// Why a GET cannot attach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AttachError {
+    /// The stream is unknown or no longer kept.
+    UnknownStream,
+    /// The session has ended.
+    Closed,
+}
+
+#[derive(Debug)]
+struct Live {
+    tx: mpsc::Sender<Event>,
+    kick: CancellationToken,
+    generation: u64,
+}
+
+#[derive(Debug)]
+struct JsonReply {
+    tx: oneshot::Sender<Bytes>,
+    parts: Vec<Bytes>,
+    batch: bool,
+}
+
+#[derive(Debug, Default)]
+struct Post {
+    pending: HashSet<RequestId>,
+    tokens: Vec<Box<str>>,
+    json: Option<JsonReply>,
+}
+
+#[derive(Debug, Default)]
+struct StreamLog {
+    /// `None` for the standalone stream.
+    post: Option<Post>,
+    last_seq: u64,
+    replay: VecDeque<Event>,
+    replay_bytes: usize,
+    /// Events up to this seq have been handed to a connection.
+    sent_upto: u64,
+    live: Option<Live>,
+    generation: u64,
+    finished: bool,
+}
+
+impl StreamLog {
+    fn is_open_post_stream(&self) -> bool {
+        !self.finished
+            && self.live.is_some()
+            && self.post.as_ref().is_some_and(|p| p.json.is_none())
+    }
+}
+
+/// The routing state of one session.
+#[derive(Debug)]
+pub(crate) struct Routes {
+    limits: ReplayLimits,
+    next_stream: u64,
+    streams: BTreeMap<u64, StreamLog>,
+    by_request: HashMap<RequestId, u64>,
+    by_token: HashMap<Box<str>, u64>,
+    finished: VecDeque<u64>,
+    init_request: Option<RequestId>,
+    protocol_version: Option<String>,
+    closed: bool,
+}
+
+/// A request carried by a POST: its id and its progress token, if any.
+#[derive(Debug, Clone)]
+pub(crate) struct PostedRequest {
+    pub(crate) id: RequestId,
+    pub(crate) progress_token: Option<Box<str>>,
+}
+
+impl PostedRequest {
+    /// The request's id and `params._meta.progressToken`.
+    pub(crate) fn of(message: &Message) -> Option<Self> {
+        let id = message.id.clone()?;
+        (message.kind == MessageKind::Request).then(|| PostedRequest {
+            id,
+            progress_token: progress_token_of_request(&message.bytes),
+        })
+    }
+}
+
+impl Routes {
+    pub(crate) fn new(limits: ReplayLimits) -> Self {
+        let mut streams = BTreeMap::new();
+        streams.insert(STANDALONE, StreamLog::default());
+        Self {
+            limits,
+            next_stream: 1,
+            streams,
+            by_request: HashMap::new(),
+            by_token: HashMap::new(),
+            finished: VecDeque::new(),
+            init_request: None,
+            protocol_version: None,
+            closed: false,
+        }
+    }
+
+    /// The version the `initialize` result named, once seen.
+    pub(crate) fn protocol_version(&self) -> Option<&str> {
+        self.protocol_version.as_deref()
+    }
+
+    /// Whether an answer to this id is still awaited.
+    pub(crate) fn is_pending(&self, id: &RequestId) -> bool {
+        self.by_request.contains_key(id)
+    }
+
+    /// Whether any connection is attached.
+    pub(crate) fn has_live(&self) -> bool {
+        self.streams.values().any(|s| s.live.is_some())
+    }
+
+    /// Opens a stream for a POST carrying `requests` (at least one); fails
+    /// once the session is closed.
+    /// `initialize` marks the POST that carries `initialize`, whose result
+    /// names the session's protocol version.
+    pub(crate) fn open_post(
+        &mut self,
+        requests: &[PostedRequest],
+        mode: Mode,
+        batch: bool,
+        initialize: bool,
+    ) -> Result<Opened, AttachError> {
+        if self.closed {
+            return Err(AttachError::Closed);
+        }
+        let stream = self.next_stream;
+        self.next_stream += 1;
+        let mut post = Post::default();
+        for request in requests {
+            post.pending.insert(request.id.clone());
+            self.by_request.insert(request.id.clone(), stream);
+            if initialize {
+                self.init_request = Some(request.id.clone());
+            }
+            if mode == Mode::Sse {
+                if let Some(token) = &request.progress_token {
+                    post.tokens.push(token.clone());
+                    self.by_token.insert(token.clone(), stream);
+                }
+            }
+        }
+        let reply = (mode == Mode::Json).then(|| {
+            let (tx, rx) = oneshot::channel();
+            post.json = Some(JsonReply {
+                tx,
+                parts: Vec::new(),
+                batch,
+            });
+            rx
+        });
+        self.streams.insert(
+            stream,
+            StreamLog {
+                post: Some(post),
+                ..StreamLog::default()
+            },
+        );
+        match reply {
+            Some(reply) => Ok(Opened::Json { stream, reply }),
+            None => self.attach(stream, Some(0)).map(Opened::Sse),
+        }
+    }
+
+    /// Attaches a connection to `stream`, after `cursor` (the seq of the
+    /// last event the client saw), or, without one, after what was already
+    /// handed out. A connection already attached is kicked.
+    pub(crate) fn attach(
+        &mut self,
+        stream: u64,
+        cursor: Option<u64>,
+    ) -> Result<Attachment, AttachError> {
+        if self.closed {
+            return Err(AttachError::Closed);
+        }
+        let priming = self.priming();
+        let capacity = self.limits.channel;
+        let log = self
+            .streams
+            .get_mut(&stream)
+            .ok_or(AttachError::UnknownStream)?;
+        let cursor = cursor.unwrap_or(log.sent_upto).min(log.last_seq);
+        let mut replay: Vec<Event> = log
+            .replay
+            .iter()
+            .filter(|e| e.seq > cursor)
+            .cloned()
+            .collect();
+        let first_kept = replay.first().map_or(log.last_seq + 1, |e| e.seq);
+        if first_kept > cursor + 1 {
+            tracing::warn!(
+                stream,
+                lost = first_kept - cursor - 1,
+                "events after the client's cursor are no longer kept"
+            );
+        }
+        if let Some(old) = log.live.take() {
+            old.kick.cancel();
+        }
+        log.generation += 1;
+        if replay.is_empty() && priming {
+            // An id the client can resume from, before anything else.
+            log.last_seq += 1;
+            replay.push(Event {
+                stream,
+                seq: log.last_seq,
+                data: Bytes::new(),
+            });
+        }
+        log.sent_upto = log.last_seq;
+        let kick = CancellationToken::new();
+        let live = if log.finished {
+            None
+        } else {
+            let (tx, rx) = mpsc::channel(capacity);
+            log.live = Some(Live {
+                tx,
+                kick: kick.clone(),
+                generation: log.generation,
+            });
+            Some(rx)
+        };
+        Ok(Attachment {
+            stream,
+            generation: log.generation,
+            replay,
+            live,
+            kick,
+        })
+    }
+
+    /// A connection went away. Returns whether requests of its POST are
+    /// still unanswered (the caller may cancel them after a grace period).
+    pub(crate) fn detach(&mut self, stream: u64, generation: u64) -> bool {
+        let Some(log) = self.streams.get_mut(&stream) else {
+            return false;
+        };
+        if log
+            .live
+            .as_ref()
+            .is_some_and(|l| l.generation == generation)
+        {
+            log.live = None;
+        }
+        log.generation == generation
+            && !log.finished
+            && log.post.as_ref().is_some_and(|p| !p.pending.is_empty())
+    }
+
+    /// After the grace period: if nobody re-attached to `stream`, its
+    /// unanswered requests are abandoned; returns their ids (for
+    /// `notifications/cancelled`) and finishes the stream.
+    pub(crate) fn abandon(&mut self, stream: u64, generation: u64) -> Vec<RequestId> {
+        let Some(log) = self.streams.get_mut(&stream) else {
+            return Vec::new();
+        };
+        if log.generation != generation || log.live.is_some() || log.finished {
+            return Vec::new();
+        }
+        let ids: Vec<RequestId> = match log.post.as_mut() {
+            Some(post) => post.pending.drain().collect(),
+            None => Vec::new(),
+        };
+        for id in &ids {
+            self.by_request.remove(id);
+        }
+        let _ = self.finish(stream);
+        ids
+    }
+
+    /// The client sent `notifications/cancelled` for `id`: its answer is no
+    /// longer awaited. Returns a dispatch when that completes a JSON POST.
+    pub(crate) fn client_cancelled(&mut self, id: &RequestId) -> Option<Dispatch> {
+        let stream = self.by_request.remove(id)?;
+        let post = self.streams.get_mut(&stream)?.post.as_mut()?;
+        post.pending.remove(id);
+        if post.pending.is_empty() {
+            self.finish(stream)
+        } else {
+            None
+        }
+    }
+
+    /// Routes one frame from the relay.
+    pub(crate) fn route(&mut self, frame: Bytes) -> Vec<Dispatch> {
+        let mut out = Vec::new();
+        match peek_frame(frame.clone()) {
+            Ok(Frame::Single(message)) if message.kind == MessageKind::Response => {
+                let Some(id) = message.id.as_ref() else {
+                    return out;
+                };
+                self.capture_version(id, &message.bytes);
+                match self.by_request.remove(id) {
+                    Some(stream) => {
+                        self.deliver_responses(stream, frame, std::slice::from_ref(id), &mut out)
+                    }
+                    None => tracing::debug!(%id, "dropped a response nobody awaits"),
+                }
+            }
+            Ok(Frame::Batch(messages))
+                if messages.iter().any(|m| m.kind == MessageKind::Response) =>
+            {
+                let ids: Vec<RequestId> = messages
+                    .iter()
+                    .filter(|m| m.kind == MessageKind::Response)
+                    .filter_map(|m| m.id.clone())
+                    .collect();
+                let mut target = None;
+                for id in &ids {
+                    if let Some(stream) = self.by_request.remove(id) {
+                        target.get_or_insert(stream);
+                    }
+                }
+                match target {
+                    Some(stream) => self.deliver_responses(stream, frame, &ids, &mut out),
+                    None => tracing::debug!("dropped a batch of responses nobody awaits"),
+                }
+            }
+            Ok(Frame::Single(message)) if message.method() == "notifications/progress" => {
+                let stream = progress_token_of_notification(&message.bytes)
+                    .and_then(|token| self.by_token.get(&token).copied())
+                    .filter(|s| self.streams.get(s).is_some_and(|log| !log.finished));
+                match stream {
+                    Some(stream) => out.extend(self.deliver(stream, frame)),
+                    None => self.route_unrelated(frame, &mut out),
+                }
+            }
+            _ => self.route_unrelated(frame, &mut out),
+        }
+        out
+    }
+
+    /// Ends every stream: the session is over.
+    pub(crate) fn close(&mut self) {
+        self.closed = true;
+        for log in self.streams.values_mut() {
+            log.finished = true;
+            log.live = None;
+            if let Some(post) = log.post.as_mut() {
+                post.json = None;
+            }
+        }
+        self.by_request.clear();
+        self.by_token.clear();
+    }
+
+    fn priming(&self) -> bool {
+        self.protocol_version
+            .as_deref()
+            .is_some_and(|v| v >= PRIMING_SINCE)
+    }
+
+    fn capture_version(&mut self, id: &RequestId, bytes: &[u8]) {
+        if self.init_request.as_ref() != Some(id) {
+            return;
+        }
+        self.init_request = None;
+        #[derive(Deserialize)]
+        struct Reply<'a> {
+            #[serde(borrow)]
+            result: Option<InitResult<'a>>,
+        }
+        #[derive(Deserialize)]
+        struct InitResult<'a> {
+            #[serde(borrow, rename = "protocolVersion")]
+            protocol_version: Option<std::borrow::Cow<'a, str>>,
+        }
+        if let Ok(Reply {
+            result:
+                Some(InitResult {
+                    protocol_version: Some(version),
+                }),
+        }) = serde_json::from_slice::<Reply<'_>>(bytes)
+        {
+            self.protocol_version = Some(version.into_owned());
+        }
+    }
+
+    /// Messages not tied to a request: the GET stream, else the newest open
+    /// POST stream, else kept on the GET stream.
+    fn route_unrelated(&mut self, frame: Bytes, out: &mut Vec<Dispatch>) {
+        let standalone_live = self
+            .streams
+            .get(&STANDALONE)
+            .is_some_and(|s| s.live.is_some());
+        let target = if standalone_live {
+            STANDALONE
+        } else {
+            self.streams
+                .iter()
+                .rev()
+                .find(|(_, log)| log.is_open_post_stream())
+                .map_or(STANDALONE, |(id, _)| *id)
+        };
+        out.extend(self.deliver(target, frame));
+    }
+
+    fn deliver_responses(
+        &mut self,
+        stream: u64,
+        frame: Bytes,
+        ids: &[RequestId],
+        out: &mut Vec<Dispatch>,
+    ) {
+        let Some(log) = self.streams.get_mut(&stream) else {
+            return;
+        };
+        match log.post.as_mut().and_then(|p| p.json.as_mut()) {
+            Some(reply) => reply.parts.push(frame),
+            None => out.extend(self.deliver(stream, frame)),
+        }
+        let Some(post) = self.streams.get_mut(&stream).and_then(|l| l.post.as_mut()) else {
+            return;
+        };
+        for id in ids {
+            post.pending.remove(id);
+        }
+        if post.pending.is_empty() {
+            out.extend(self.finish(stream));
+        }
+    }
+
+    /// Appends an event to `stream`'s log; a dispatch when a connection is live.
+    fn deliver(&mut self, stream: u64, data: Bytes) -> Option<Dispatch> {
+        let limits = self.limits;
+        let log = self.streams.get_mut(&stream)?;
+        if log.finished {
+            return None;
+        }
+        log.last_seq += 1;
+        let event = Event {
+            stream,
+            seq: log.last_seq,
+            data,
+        };
+        log.replay_bytes += event.data.len();
+        log.replay.push_back(event.clone());
+        while log.replay.len() > 1
+            && (log.replay.len() > limits.events || log.replay_bytes > limits.bytes)
+        {
+            if let Some(old) = log.replay.pop_front() {
+                log.replay_bytes -= old.data.len();
+                if old.seq > log.sent_upto {
+                    tracing::warn!(
+                        stream,
+                        seq = old.seq,
+                        "an undelivered event was dropped: the stream's buffer is full"
+                    );
+                }
+            }
+        }
+        let live = log.live.as_ref()?;
+        log.sent_upto = event.seq;
+        Some(Dispatch::Live {
+            tx: live.tx.clone(),
+            kick: live.kick.clone(),
+            event,
+        })
+    }
+
+    /// Every request of a POST stream is settled: no more events on it.
+    fn finish(&mut self, stream: u64) -> Option<Dispatch> {
+        let log = self.streams.get_mut(&stream)?;
+        if log.finished {
+            return None;
+        }
+        log.finished = true;
+        log.live = None;
+        let post = log.post.as_mut()?;
+        for token in post.tokens.drain(..) {
+            if self.by_token.get(&token) == Some(&stream) {
+                self.by_token.remove(&token);
+            }
+        }
+        let json = post.json.take();
+        self.finished.push_back(stream);
+        while self.finished.len() > self.limits.finished_streams {
+            if let Some(old) = self.finished.pop_front() {
+                self.streams.remove(&old);
+            }
+        }
+        let reply = json?;
+        let body = join_parts(reply.parts, reply.batch)?;
+        Some(Dispatch::Json { tx: reply.tx, body })
+    }
+}
+
+/// A JSON-mode body: the one response, or every response as one array.
+fn join_parts(parts: Vec<Bytes>, batch: bool) -> Option<Bytes> {
+    if parts.is_empty() {
+        return None;
+    }
+    if !batch && parts.len() == 1 {
+        return parts.into_iter().next();
+    }
+    let mut elements = Vec::new();
+    for part in parts {
+        match peek_frame(part.clone()) {
+            Ok(Frame::Batch(messages)) => elements.extend(messages.into_iter().map(|m| m.bytes)),
+            _ => elements.push(part),
+        }
+    }
+    let mut out = Vec::with_capacity(elements.iter().map(|e| e.len() + 1).sum::<usize>() + 2);
+    out.push(b'[');
+    for (i, element) in elements.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(element);
+    }
+    out.push(b']');
+    Some(Bytes::from(out))
+}
+
+#[derive(Deserialize)]
+struct RequestEnvelope<'a> {
+    #[serde(borrow)]
+    params: Option<RequestParams<'a>>,
+}
+
+#[derive(Deserialize)]
+struct RequestParams<'a> {
+    #[serde(borrow, rename = "_meta")]
+    meta: Option<ProgressMeta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ProgressMeta<'a> {
+    #[serde(borrow, rename = "progressToken")]
+    token: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ProgressEnvelope<'a> {
+    #[serde(borrow)]
+    params: Option<ProgressMeta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct CancelEnvelope<'a> {
+    #[serde(borrow)]
+    params: Option<CancelParams<'a>>,
+}
+
+#[derive(Deserialize)]
+struct CancelParams<'a> {
+    #[serde(borrow, rename = "requestId")]
+    request_id: Option<&'a RawValue>,
+}
+
+/// `params._meta.progressToken` of a request, as JSON text.
+fn progress_token_of_request(bytes: &[u8]) -> Option<Box<str>> {
+    let parsed: RequestEnvelope<'_> = serde_json::from_slice(bytes).ok()?;
+    Some(parsed.params?.meta?.token?.get().trim().into())
+}
+
+/// `params.progressToken` of `notifications/progress`, as JSON text.
+fn progress_token_of_notification(bytes: &[u8]) -> Option<Box<str>> {
+    let parsed: ProgressEnvelope<'_> = serde_json::from_slice(bytes).ok()?;
+    Some(parsed.params?.token?.get().trim().into())
+}
+
+/// `params.requestId` of a client's `notifications/cancelled`.
+pub(crate) fn cancelled_request(message: &Message) -> Option<RequestId> {
+    if message.method() != "notifications/cancelled" {
+        return None;
+    }
+    let parsed: CancelEnvelope<'_> = serde_json::from_slice(&message.bytes).ok()?;
+    Some(RequestId::from_json(parsed.params?.request_id?.get()))
+}
+
+/// The `notifications/cancelled` sent for a request whose client went away.
+pub(crate) fn cancellation(id: &RequestId) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"the client closed the HTTP response stream"}}}}"#,
+        id.as_json()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: ReplayLimits = ReplayLimits {
+        events: 4,
+        bytes: 1 << 20,
+        finished_streams: 2,
+        channel: 16,
+    };
+
+    fn request(id: &str, token: Option<&str>) -> PostedRequest {
+        PostedRequest {
+            id: RequestId::from_json(id),
+            progress_token: token.map(Into::into),
+        }
+    }
+
+    fn sse(opened: Result<Opened, AttachError>) -> Attachment {
+        match opened.unwrap() {
+            Opened::Sse(a) => a,
+            Opened::Json { .. } => panic!("expected SSE"),
+        }
+    }
+
+    fn live_event(dispatch: &Dispatch) -> &Event {
+        match dispatch {
+            Dispatch::Live { event, .. } => event,
+            Dispatch::Json { .. } => panic!("expected a live event"),
+        }
+    }
+
+    fn frame(text: &str) -> Bytes {
+        Bytes::copy_from_slice(text.as_bytes())
+    }
+
+    #[test]
+    fn responses_and_progress_go_to_their_post_stream() {
+        let mut routes = Routes::new(LIMITS);
+        let a = sse(routes.open_post(&[request("1", Some("\"t1\""))], Mode::Sse, false, false));
+        let b = sse(routes.open_post(&[request("2", None)], Mode::Sse, false, false));
+        let out = routes.route(frame(
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t1","progress":1}}"#,
+        ));
+        assert_eq!(live_event(&out[0]).stream, a.stream);
+        let out = routes.route(frame(r#"{"jsonrpc":"2.0","id":2,"result":{}}"#));
+        assert_eq!(live_event(&out[0]).stream, b.stream);
+        assert_eq!(live_event(&out[0]).seq, 1);
+        assert!(!routes.is_pending(&RequestId::from_json("2")));
+        // Unrelated traffic goes to the newest open POST stream (b is finished).
+        let out = routes.route(frame(
+            r#"{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{}}"#,
+        ));
+        assert_eq!(live_event(&out[0]).stream, a.stream);
+        // Unknown response ids are dropped.
+        assert!(routes
+            .route(frame(r#"{"jsonrpc":"2.0","id":99,"result":{}}"#))
+            .is_empty());
+    }
+
+    #[test]
+    fn unrelated_messages_wait_for_the_get_stream() {
+        let mut routes = Routes::new(LIMITS);
+        let out = routes.route(frame(
+            r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#,
+        ));
+        assert!(out.is_empty(), "no connection: kept");
+        let get = routes.attach(STANDALONE, None).unwrap();
+        assert_eq!(get.replay.len(), 1);
+        assert_eq!(get.replay[0].seq, 1);
+        let out = routes.route(frame(r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#));
+        assert_eq!(live_event(&out[0]).stream, STANDALONE);
+        // Resuming after seq 1 replays seq 2 and kicks the old connection.
+        let again = routes.attach(STANDALONE, Some(1)).unwrap();
+        assert!(get.kick.is_cancelled());
+        assert_eq!(again.replay.iter().map(|e| e.seq).collect::<Vec<_>>(), [2]);
+    }
+
+    #[test]
+    fn json_mode_collects_a_batch() {
+        let mut routes = Routes::new(LIMITS);
+        let opened = routes
+            .open_post(
+                &[request("1", None), request("2", None)],
+                Mode::Json,
+                true,
+                false,
+            )
+            .unwrap();
+        let Opened::Json { mut reply, .. } = opened else {
+            panic!("expected JSON")
+        };
+        assert!(routes
+            .route(frame(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#))
+            .is_empty());
+        let out = routes.route(frame(r#"[{"jsonrpc":"2.0","id":2,"result":{"x":1}}]"#));
+        match out.into_iter().next() {
+            Some(Dispatch::Json { tx, body }) => tx.send(body).unwrap(),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            &reply.try_recv().unwrap()[..],
+            br#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":2,"result":{"x":1}}]"#
+        );
+    }
+
+    #[test]
+    fn abandoned_requests_are_cancelled_unless_resumed() {
+        let mut routes = Routes::new(LIMITS);
+        let a = sse(routes.open_post(&[request("7", None)], Mode::Sse, false, false));
+        assert!(routes.detach(a.stream, a.generation));
+        let resumed = routes.attach(a.stream, Some(0)).unwrap();
+        assert!(routes.abandon(a.stream, a.generation).is_empty());
+        assert!(routes.detach(resumed.stream, resumed.generation));
+        let ids = routes.abandon(resumed.stream, resumed.generation);
+        assert_eq!(ids, vec![RequestId::from_json("7")]);
+        assert!(!routes.is_pending(&RequestId::from_json("7")));
+    }
+
+    #[test]
+    fn client_cancellation_finishes_the_stream() {
+        let mut routes = Routes::new(LIMITS);
+        let a = sse(routes.open_post(&[request("\"x\"", None)], Mode::Sse, false, false));
+        let mut live = a.live.unwrap();
+        assert!(routes
+            .client_cancelled(&RequestId::from_json("\"x\""))
+            .is_none());
+        assert!(live.try_recv().is_err());
+        assert!(matches!(
+            live.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
+    }
+
+    #[test]
+    fn version_priming_and_replay_bounds() {
+        let mut routes = Routes::new(LIMITS);
+        let init = sse(routes.open_post(&[request("0", None)], Mode::Sse, false, true));
+        assert!(
+            init.replay.is_empty(),
+            "no priming before the version is known"
+        );
+        routes.route(frame(
+            r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25"}}"#,
+        ));
+        assert_eq!(routes.protocol_version(), Some("2025-11-25"));
+        let get = routes.attach(STANDALONE, None).unwrap();
+        assert_eq!(get.replay.len(), 1);
+        assert!(get.replay[0].data.is_empty(), "a priming event");
+        for i in 0..10 {
+            routes.route(frame(&format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"n":{i}}}}}"#
+            )));
+        }
+        let resumed = routes.attach(STANDALONE, Some(1)).unwrap();
+        assert_eq!(resumed.replay.len(), LIMITS.events);
+        // Finished streams are kept for resumption, up to the limit.
+        for id in 10..14 {
+            let _ = routes.open_post(&[request(&id.to_string(), None)], Mode::Sse, false, false);
+            routes.route(frame(&format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#
+            )));
+        }
+        assert_eq!(
+            routes.attach(2, Some(0)).unwrap_err(),
+            AttachError::UnknownStream
+        );
+        let last = routes.attach(5, Some(0)).unwrap();
+        assert!(last.live.is_none(), "finished: replay only");
+    }
+
+    #[test]
+    fn a_closed_session_opens_nothing() {
+        let mut routes = Routes::new(LIMITS);
+        let a = sse(routes.open_post(&[request("1", None)], Mode::Sse, false, false));
+        routes.close();
+        assert!(a.live.is_some());
+        assert_eq!(
+            routes
+                .open_post(&[request("2", None)], Mode::Sse, false, false)
+                .unwrap_err(),
+            AttachError::Closed
+        );
+        assert_eq!(
+            routes.attach(STANDALONE, None).unwrap_err(),
+            AttachError::Closed
+        );
+    }
+
+    #[test]
+    fn cancellation_names_the_request() {
+        let text = cancellation(&RequestId::from_json("\"a\""));
+        let value: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        assert_eq!(value["params"]["requestId"], "a");
+        let message = match peek_frame(text).unwrap() {
+            Frame::Single(m) => m,
+            Frame::Batch(_) => unreachable!(),
+        };
+        assert_eq!(
+            cancelled_request(&message),
+            Some(RequestId::from_json("\"a\""))
+        );
+    }
+}

@@ -1,0 +1,255 @@
+//! Streamable HTTP sessions: the table of live sessions by id, the task
+//! that routes what the relay sends to the agent, what happens when a
+//! response stream is abandoned, and idle expiry.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::events::{self, DropGuard};
+use super::routing::{cancellation, Attachment, Dispatch, ReplayLimits, Routes};
+use super::shared::{FrameSender, Started};
+use crate::transport::writer::FrameReceiver;
+use crate::transport::LineFrame;
+
+/// How long a live connection may refuse events before it is dropped (its
+/// events stay kept, so the client can resume).
+const SEND_STALL: Duration = Duration::from_secs(30);
+
+/// How long a POST stream that lost its connection waits for the client to
+/// resume it (GET + `Last-Event-ID`) before its unanswered requests are
+/// cancelled upstream.
+pub(crate) const ABANDON_GRACE: Duration = Duration::from_secs(3);
+
+/// What a session keeps for resumption.
+pub(crate) const REPLAY_LIMITS: ReplayLimits = ReplayLimits {
+    events: 256,
+    bytes: 4 * 1024 * 1024,
+    finished_streams: 32,
+    channel: 64,
+};
+
+/// The session ended (deleted, expired, or the relay finished).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SessionGone;
+
+/// One Streamable HTTP session.
+pub(crate) struct HttpSession {
+    pub(crate) id: String,
+    /// The upstream route the session was created on.
+    pub(crate) route: Arc<str>,
+    frames: Mutex<Option<FrameSender>>,
+    routes: Mutex<Routes>,
+    last_active: Mutex<Instant>,
+    /// Fired when the session ends, from either side.
+    pub(crate) ended: CancellationToken,
+    /// Fired once the relay has sealed the session's audit chain.
+    pub(crate) sealed: CancellationToken,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl HttpSession {
+    fn new(id: String, route: Arc<str>, frames: FrameSender, sealed: CancellationToken) -> Self {
+        Self {
+            id,
+            route,
+            frames: Mutex::new(Some(frames)),
+            routes: Mutex::new(Routes::new(REPLAY_LIMITS)),
+            last_active: Mutex::new(Instant::now()),
+            ended: CancellationToken::new(),
+            sealed,
+        }
+    }
+
+    /// The routing state (never held across an await).
+    pub(crate) fn routes(&self) -> MutexGuard<'_, Routes> {
+        lock(&self.routes)
+    }
+
+    /// Pushes one client frame into the relay.
+    pub(crate) async fn send(&self, frame: Bytes) -> Result<(), SessionGone> {
+        let frames = lock(&self.frames).clone().ok_or(SessionGone)?;
+        frames
+            .send(Ok(LineFrame::Line(frame)))
+            .await
+            .map_err(|_| SessionGone)
+    }
+
+    /// Ends the agent's side: the relay sees its input end, shuts the
+    /// upstream down and seals the audit chain.
+    pub(crate) fn close(&self) {
+        lock(&self.frames).take();
+        self.ended.cancel();
+    }
+
+    /// Records activity (a request, or a connection going away).
+    pub(crate) fn touch(&self) {
+        *lock(&self.last_active) = Instant::now();
+    }
+
+    /// How long the session has been idle; zero while a stream is open.
+    fn idle_for(&self) -> Duration {
+        if self.routes().has_live() {
+            return Duration::ZERO;
+        }
+        lock(&self.last_active).elapsed()
+    }
+
+    /// An SSE response body for a connection attached to one of this
+    /// session's streams. When it goes away with requests unanswered, they
+    /// are cancelled unless the client resumes in time.
+    pub(crate) fn sse_body(self: &Arc<Self>, attachment: Attachment) -> axum::body::Body {
+        let Attachment {
+            stream,
+            generation,
+            replay,
+            live,
+            kick,
+        } = attachment;
+        let first = replay.iter().map(events::encode).collect();
+        let live = match live {
+            Some(rx) => futures_util::stream::unfold(rx, |mut rx| async move {
+                rx.recv().await.map(|event| (events::encode(&event), rx))
+            })
+            .boxed(),
+            None => futures_util::stream::empty().boxed(),
+        };
+        let session = self.clone();
+        let guard = DropGuard::new(move || session.detached(stream, generation, ABANDON_GRACE));
+        events::body(first, live, kick, guard)
+    }
+
+    /// A guard for a JSON-mode POST: if the client goes away before the
+    /// answer, its requests are cancelled at once.
+    pub(crate) fn json_guard(self: &Arc<Self>, stream: u64) -> DropGuard {
+        let session = self.clone();
+        DropGuard::new(move || session.detached(stream, 0, Duration::ZERO))
+    }
+
+    fn detached(self: &Arc<Self>, stream: u64, generation: u64, grace: Duration) {
+        self.touch();
+        if !self.routes().detach(stream, generation) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let session = self.clone();
+        runtime.spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(grace) => {}
+                _ = session.ended.cancelled() => return,
+            }
+            let abandoned = session.routes().abandon(stream, generation);
+            for id in abandoned {
+                tracing::debug!(session = %session.id, %id, "the client abandoned a request; cancelling it");
+                if session.send(cancellation(&id)).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+}
+
+/// Performs a routing hand-off.
+pub(crate) async fn execute(dispatch: Dispatch) {
+    match dispatch {
+        Dispatch::Live { tx, kick, event } => {
+            match tokio::time::timeout(SEND_STALL, tx.send(event)).await {
+                Ok(_) => {}
+                Err(_) => {
+                    tracing::warn!("an SSE client stopped reading; its connection is dropped");
+                    kick.cancel();
+                }
+            }
+        }
+        Dispatch::Json { tx, body } => {
+            let _ = tx.send(body);
+        }
+    }
+}
+
+/// Live Streamable HTTP sessions by id.
+#[derive(Default)]
+pub(crate) struct SessionTable {
+    map: Mutex<HashMap<String, Arc<HttpSession>>>,
+}
+
+impl SessionTable {
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<HttpSession>> {
+        lock(&self.map).get(id).cloned()
+    }
+
+    /// Removes and returns the session.
+    pub(crate) fn remove(&self, id: &str) -> Option<Arc<HttpSession>> {
+        lock(&self.map).remove(id)
+    }
+
+    /// Every session, removed from the table.
+    pub(crate) fn drain(&self) -> Vec<Arc<HttpSession>> {
+        lock(&self.map).drain().map(|(_, s)| s).collect()
+    }
+
+    /// Registers a started session under a fresh id and starts routing what
+    /// the relay sends it.
+    pub(crate) fn create(self: &Arc<Self>, route: Arc<str>, started: Started) -> Arc<HttpSession> {
+        let Started {
+            frames,
+            outgoing,
+            sealed,
+        } = started;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let session = Arc::new(HttpSession::new(id.clone(), route, frames, sealed));
+        lock(&self.map).insert(id, session.clone());
+        let table = Arc::downgrade(self);
+        let routed = session.clone();
+        tokio::spawn(async move {
+            route_outgoing(&routed, outgoing).await;
+            routed.routes().close();
+            routed.close();
+            if let Some(table) = table.upgrade() {
+                let mut map = lock(&table.map);
+                if map.get(&routed.id).is_some_and(|s| Arc::ptr_eq(s, &routed)) {
+                    map.remove(&routed.id);
+                }
+            }
+        });
+        session
+    }
+
+    /// Closes sessions idle for longer than `idle`.
+    pub(crate) fn expire_idle(&self, idle: Duration) {
+        let expired: Vec<Arc<HttpSession>> = {
+            let mut map = lock(&self.map);
+            let ids: Vec<String> = map
+                .iter()
+                .filter(|(_, s)| s.idle_for() > idle)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter().filter_map(|id| map.remove(id)).collect()
+        };
+        for session in expired {
+            tracing::info!(session = %session.id, "closing an idle session");
+            session.close();
+        }
+    }
+}
+
+/// Routes every frame the relay sends to the agent, until the relay is done.
+async fn route_outgoing(session: &HttpSession, mut outgoing: FrameReceiver) {
+    while let Some(frame) = outgoing.recv().await {
+        let dispatches = session.routes().route(frame);
+        for dispatch in dispatches {
+            execute(dispatch).await;
+        }
+    }
+}
