@@ -127,18 +127,19 @@ fn audit_verify_names_the_first_tampered_line() {
 
 #[test]
 fn config_check_accepts_the_sample_and_names_the_broken_rule() {
-    let sample = support::repo_root().join("proxy.toml");
-    let output = Command::new(support::proxy_bin())
-        .args(["config", "check"])
-        .arg(&sample)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-
+    for sample in ["proxy.toml", "examples/stdio.toml", "docker/gateway.toml"] {
+        let sample = support::repo_root().join(sample);
+        let output = Command::new(support::proxy_bin())
+            .args(["config", "check"])
+            .arg(&sample)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
     let scratch = Scratch::new();
     let broken = scratch.path("broken.toml");
     std::fs::write(
@@ -195,7 +196,7 @@ fn zero_config_form_relays_and_audits() {
 #[test]
 fn the_readme_demo_denies_one_tool_and_redacts_one_pattern() {
     let scratch = Scratch::new();
-    let sample = std::fs::read_to_string(support::repo_root().join("proxy.toml")).unwrap();
+    let sample = std::fs::read_to_string(support::repo_root().join("examples/stdio.toml")).unwrap();
     let config = scratch.path("proxy.toml");
     std::fs::write(&config, sample).unwrap();
     let session = std::fs::read(support::repo_root().join("examples/demo-session.jsonl")).unwrap();
@@ -266,4 +267,39 @@ fn readyz_follows_the_remote_guardians_ping() {
         "the process is still up"
     );
     assert!(proxy.finish().success());
+}
+
+#[tokio::test]
+async fn the_sample_gateway_serves_mcp_over_http_and_enforces_its_policy() {
+    use support::mcp_http::{client, McpHttp};
+    let scratch = Scratch::new();
+    let sample = std::fs::read_to_string(support::repo_root().join("proxy.toml")).unwrap();
+    let config = sample
+        .replace("address = \"127.0.0.1:8080\"", "address = \"127.0.0.1:0\"")
+        .replace("address = \"127.0.0.1:9464\"", "address = \"127.0.0.1:0\"")
+        .replace(
+            "\"target/release/acs-proxy-demo-server\"",
+            &format!("{:?}", support::demo_server_bin().display().to_string()),
+        )
+        .replace(
+            "\"acs-audit.jsonl\"",
+            &format!("{:?}", scratch.audit_log().display().to_string()),
+        );
+    let path = scratch.path("proxy.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut proxy = support::NetProxy::start(&path);
+    let mut mcp = McpHttp::new(client(None), proxy.url("/mcp"));
+    mcp.initialize("2025-06-18", json!({})).await;
+    let (denied, _) = mcp.request(&tool_call(2, "get-env", json!({}))).await;
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    let (redacted, _) = mcp
+        .request(&tool_call(3, "lookup-user", json!({"name": "Ada"})))
+        .await;
+    assert!(
+        redacted.to_string().contains("[REDACTED SSN]"),
+        "{redacted}"
+    );
+    mcp.delete().await;
+    assert!(proxy.terminate().success());
+    scratch.assert_audit_verifies();
 }
