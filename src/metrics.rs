@@ -29,6 +29,9 @@ pub struct Metrics {
     /// `acs_proxy_sessions_active{route}`: sessions currently open, by
     /// upstream route (the upstream's name).
     pub sessions_active: IntGaugeVec,
+    /// `acs_proxy_upstream_errors_total{route,kind}`: upstreams that could
+    /// not be reached (`connect`) or went away mid-session (`exited`).
+    pub upstream_errors_total: IntCounterVec,
     /// `acs_proxy_http_requests_total{route,status}`: requests answered by
     /// the agent-facing HTTP listener, by route and HTTP status.
     pub http_requests_total: IntCounterVec,
@@ -120,6 +123,12 @@ impl Metrics {
             &["route"],
         )
         .unwrap_or_else(|err| panic!("acs_proxy_sessions_active is malformed: {err}"));
+        let upstream_errors_total = counter_vec(
+            &registry,
+            "acs_proxy_upstream_errors_total",
+            "Upstreams that could not be reached or went away, by route and kind",
+            &["route", "kind"],
+        );
         let http_requests_total = counter_vec(
             &registry,
             "acs_proxy_http_requests_total",
@@ -147,6 +156,7 @@ impl Metrics {
             audit_failures_total,
             sessions_active,
             http_requests_total,
+            upstream_errors_total,
             enforcement_total,
             guardian_request_seconds,
             decision_failures_total,

@@ -11,6 +11,7 @@ use super::run::{run_session, SessionContext};
 use crate::audit::AuditLog;
 use crate::config::Config;
 use crate::guardian::Guardian;
+use crate::metrics::METRICS;
 use crate::transport::downstream::{Downstream, SessionHandle, SessionStarter};
 use crate::transport::upstream;
 
@@ -57,7 +58,13 @@ impl RelaySessions {
             limits.max_in_flight,
         )
         .await
-        .map_err(|err| err.to_string())?;
+        .map_err(|err| {
+            METRICS
+                .upstream_errors_total
+                .with_label_values(&[route, "connect"])
+                .inc();
+            err.to_string()
+        })?;
         let context = SessionContext {
             config: self.config.clone(),
             upstream: upstream_config,
