@@ -10,6 +10,8 @@ pub mod mcp_servers;
 
 pub mod guardian;
 
+pub mod pairs;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};

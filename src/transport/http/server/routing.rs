@@ -445,6 +445,11 @@ impl Routes {
         out
     }
 
+    /// The requests still waiting for an answer.
+    pub(crate) fn unanswered(&self) -> Vec<RequestId> {
+        self.by_request.keys().cloned().collect()
+    }
+
     /// Ends every stream: the session is over.
     pub(crate) fn close(&mut self) {
         self.closed = true;

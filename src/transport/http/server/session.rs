@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::events::{self, DropGuard};
 use super::routing::{cancellation, Attachment, Dispatch, ReplayLimits, Routes};
 use super::shared::{FrameSender, Started};
+use crate::jsonrpc::{codes, error_response};
 use crate::transport::writer::FrameReceiver;
 use crate::transport::LineFrame;
 
@@ -214,6 +215,7 @@ impl SessionTable {
         let routed = session.clone();
         tokio::spawn(async move {
             route_outgoing(&routed, outgoing).await;
+            answer_unanswered(&routed).await;
             routed.routes().close();
             routed.close();
             if let Some(table) = table.upgrade() {
@@ -240,6 +242,24 @@ impl SessionTable {
         for session in expired {
             tracing::info!(session = %session.id, "closing an idle session");
             session.close();
+        }
+    }
+}
+
+/// The relay is gone: a request it never saw (posted while the session was
+/// ending) or never answered gets an error instead of a silent stream.
+async fn answer_unanswered(session: &HttpSession) {
+    let unanswered = session.routes().unanswered();
+    for id in unanswered {
+        let reply = error_response(
+            Some(&id),
+            codes::UPSTREAM_UNAVAILABLE,
+            "the session ended before this request was answered",
+            None,
+        );
+        let dispatches = session.routes().route(reply);
+        for dispatch in dispatches {
+            execute(dispatch).await;
         }
     }
 }
