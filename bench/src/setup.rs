@@ -1,0 +1,161 @@
+//! What is benchmarked: the servers, the proxy's configuration, the
+//! commands that start each scenario.
+
+use std::path::{Path, PathBuf};
+
+/// The three rules of the sample `proxy.toml`: a deny, a redaction that is
+/// evaluated on every tool result, and a glob with a payload match.
+const SAMPLE_RULES: &str = r#"
+[[policy.rule]]
+name = "no-environment-dump"
+hook = "steps/toolCallRequest"
+tool = "get-env"
+decision = "deny"
+reasoning = "dumping the server environment would expose credentials"
+
+[[policy.rule]]
+name = "redact-ssn"
+hook = "steps/toolCallResult"
+decision = "modify"
+reasoning = "US social security numbers are removed from tool output"
+redact = { pointer = "/outputs", regex = '\b\d{3}-\d{2}-\d{4}\b', replacement = "[REDACTED SSN]" }
+
+[[policy.rule]]
+name = "no-destructive-shell"
+hook = "steps/toolCallRequest"
+tool = "run_*"
+match = { pointer = "/arguments/command/value", regex = 'rm\s+-rf' }
+decision = "deny"
+reasoning = "recursive deletes are not allowed"
+"#;
+
+/// An MCP server the load is sent to, directly or through the proxy.
+#[derive(Debug, Clone)]
+pub struct Server {
+    /// Short key (`demo`, `everything`), also the upstream name.
+    pub key: &'static str,
+    /// How it is named in the report.
+    pub title: &'static str,
+    /// The command that starts it on stdio.
+    pub command: Vec<String>,
+    /// The echo tool's text argument.
+    pub argument: &'static str,
+}
+
+/// `n` policy rules, none of which matches an `echo` call: the sample
+/// rules, then rules for other tools (exact names, one tool glob, one
+/// wrapped-message rule with a payload match), as a policy that grew would
+/// have them.
+pub fn policy_rules(n: usize) -> String {
+    let mut text = String::from(SAMPLE_RULES);
+    for i in 3..n.max(3) {
+        let selector = if i % 20 == 10 {
+            format!("hook = \"steps/toolCallRequest\"\ntool = \"svc{i}_*\"")
+        } else if i % 25 == 7 {
+            format!(
+                "hook = \"protocols/MCP/tools/*\"\nmatch = {{ pointer = \"/params/arguments/path\", regex = '^/etc/{i}/' }}"
+            )
+        } else {
+            format!("hook = \"steps/toolCallRequest\"\ntool = \"tool-{i}\"")
+        };
+        text.push_str(&format!(
+            "\n[[policy.rule]]\nname = \"rule-{i}\"\n{selector}\ndecision = \"deny\"\nreasoning = \"rule {i}\"\n"
+        ));
+    }
+    text
+}
+
+/// The proxy configuration for `server`: full governance (`tools_call =
+/// "both"`, inventory on), the embedded Guardian with `rules` rules, audit
+/// with group commit. The audit path is given on the command line per run.
+pub fn proxy_config(server: &Server, rules: usize, audit: &Path) -> String {
+    let command = server
+        .command
+        .iter()
+        .map(|arg| format!("{arg:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        r#"# Written by acs-proxy-bench.
+[listen]
+transport = "stdio"
+
+[[upstream]]
+name = "{key}"
+command = [{command}]
+
+[guardian]
+mode = "embedded"
+
+[hooks]
+tools_call = "both"
+
+[policy]
+default = "allow"
+{rules}
+[audit]
+path = {audit:?}
+fsync = "batch"
+"#,
+        key = server.key,
+        rules = policy_rules(rules),
+        audit = audit.display().to_string(),
+    )
+}
+
+/// The workspace root (this crate lives in `<root>/bench`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// `command` run under `taskset -c cpus` when asked and available.
+pub fn pinned(command: Vec<String>, cpus: Option<&str>) -> Vec<String> {
+    match cpus {
+        Some(cpus) => {
+            let mut wrapped = vec!["taskset".to_owned(), "-c".to_owned(), cpus.to_owned()];
+            wrapped.extend(command);
+            wrapped
+        }
+        None => command,
+    }
+}
+
+/// Whether `program` can be run (found on PATH or as a path).
+pub fn runnable(program: &str) -> bool {
+    std::process::Command::new(program)
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// `git describe` of the workspace, when it is a checkout.
+pub fn revision(root: &Path) -> Option<String> {
+    let output = std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty"])
+        .current_dir(root)
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn twenty_rules() {
+        let text = policy_rules(20);
+        assert_eq!(text.matches("[[policy.rule]]").count(), 20);
+        assert!(text.contains("tool = \"svc10_*\""));
+        assert!(text.contains("hook = \"protocols/MCP/tools/*\""));
+        assert!(!text.contains("\"echo\""));
+    }
+}
