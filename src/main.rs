@@ -143,10 +143,16 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // One stdio session gains nothing from a second worker: its tasks would
+    // only bounce between the two threads, a wake-up each time (see
+    // BENCHMARKS.md, "Where the time goes"). Network listeners serve many
+    // sessions at once and keep the multi-thread runtime.
+    let mut builder = if config.listen.transport == ListenTransport::Stdio {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("acs-proxy: cannot start the async runtime: {err}");
@@ -154,8 +160,9 @@ fn run(args: RunArgs) -> ExitCode {
         }
     };
     let outcome = runtime.block_on(serve(config));
-    // The thread blocked reading the agent's stdin cannot be interrupted;
-    // everything that matters has been flushed by now, so do not wait for it.
+    // A blocking-pool thread may still be reading the agent's stdin (when it
+    // is a terminal or a file) and cannot be interrupted; everything that
+    // matters has been flushed by now, so do not wait for it.
     runtime.shutdown_background();
     match outcome {
         Ok(code) => code,

@@ -51,7 +51,7 @@ impl AuditLog {
         let (commands, queue) = mpsc::channel(QUEUE_CAPACITY);
         let healthy = Arc::new(AtomicBool::new(true));
         let writer = Writer::new(
-            tokio::fs::File::from_std(file),
+            file,
             settings.path.clone(),
             settings.fsync,
             queue,

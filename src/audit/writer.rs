@@ -4,14 +4,20 @@
 //! entry that queued up while the previous one ran. Each round it drains the
 //! queue, writes everything in one write, syncs as the [`FsyncMode`] asks,
 //! and only then answers whoever waits.
+//!
+//! Lines are written with plain `std::fs` on the writer task itself: a
+//! write of one small batch lands in the page cache without blocking for
+//! long, while going through `tokio::fs` cost a blocking-pool hand-off per
+//! write and per flush (see BENCHMARKS.md, "Where the time goes"). The
+//! fsync, which can take milliseconds, still runs on the blocking pool so it
+//! never stalls the runtime the sessions share.
 
-use std::io;
+use std::fs::File;
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use tokio::fs::File;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -64,7 +70,8 @@ impl Round {
 
 /// The writer task's state.
 pub(crate) struct Writer {
-    file: File,
+    /// Shared only with an in-progress `sync_data` on the blocking pool.
+    file: Arc<File>,
     path: PathBuf,
     mode: FsyncMode,
     commands: mpsc::Receiver<Command>,
@@ -84,7 +91,7 @@ impl Writer {
         healthy: Arc<AtomicBool>,
     ) -> Self {
         Self {
-            file,
+            file: Arc::new(file),
             path,
             mode,
             commands,
@@ -164,10 +171,9 @@ impl Writer {
 
     async fn write(&mut self, bytes: &[u8], sync: bool) -> io::Result<()> {
         if !bytes.is_empty() {
-            self.file.write_all(bytes).await?;
-            // tokio's File finishes writes in the background; flush surfaces
-            // their errors now instead of at some later call.
-            self.file.flush().await?;
+            // `std::fs::File` is unbuffered: once `write_all` returns, the
+            // bytes reached the kernel and any error has been reported.
+            (&*self.file).write_all(bytes)?;
             self.unsynced = true;
         }
         if sync && self.unsynced {
@@ -177,7 +183,10 @@ impl Writer {
     }
 
     async fn sync(&mut self) -> io::Result<()> {
-        self.file.sync_data().await?;
+        let file = Arc::clone(&self.file);
+        tokio::task::spawn_blocking(move || file.sync_data())
+            .await
+            .map_err(io::Error::other)??;
         self.unsynced = false;
         self.last_sync = Instant::now();
         Ok(())
