@@ -103,12 +103,6 @@ impl ContextEntry {
     }
 }
 
-/// The current time as `2026-12-02T11:15:05.123Z`, the same fixed-width
-/// form hook envelopes use, so entries sort as text.
-pub(crate) fn timestamp_now() -> Result<String, AuditError> {
-    Ok(crate::hooks::now_rfc3339())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,7 +161,7 @@ mod tests {
 
     #[test]
     fn timestamp_has_millisecond_utc_shape() {
-        let ts = timestamp_now().unwrap();
+        let ts = crate::hooks::now_rfc3339();
         assert_eq!(ts.len(), "2026-12-02T11:15:05.123Z".len(), "{ts}");
         assert!(ts.ends_with('Z') && ts.as_bytes()[19] == b'.', "{ts}");
     }

@@ -6,7 +6,7 @@
 //! tests can drive without a file.
 
 use super::chain::entry_hash;
-use super::entry::{timestamp_now, ContextEntry};
+use super::entry::ContextEntry;
 use super::record::AuditRecord;
 use super::AuditError;
 
@@ -33,7 +33,9 @@ impl ChainHead {
         session_id: &str,
         record: AuditRecord,
     ) -> Result<Linked, AuditError> {
-        self.link_at(session_id, record, timestamp_now()?)
+        // The same fixed-width RFC 3339 form hook envelopes use, so entries
+        // sort as text.
+        self.link_at(session_id, record, crate::hooks::now_rfc3339())
     }
 
     /// [`Self::link`] with a given timestamp, for deterministic tests.

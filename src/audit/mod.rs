@@ -113,8 +113,4 @@ pub enum AuditError {
     /// An entry could not be serialized as JSON.
     #[error("cannot serialize audit entry: {0}")]
     Serialize(#[from] serde_json::Error),
-
-    /// The clock could not be rendered as an RFC 3339 timestamp.
-    #[error("cannot format audit timestamp: {0}")]
-    Timestamp(#[from] time::error::Format),
 }
