@@ -443,6 +443,11 @@ impl NetProxy {
         }
     }
 
+    /// The proxy's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `<scheme>://127.0.0.1:<port><path>`.
     pub fn url(&self, path: &str) -> String {
         format!("{}://{}{path}", self.scheme, self.addr)
