@@ -44,6 +44,9 @@ pub fn value_digest(value: &Value) -> String {
 }
 
 #[cfg(test)]
+mod properties;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -24,6 +24,7 @@ pub mod guardian;
 pub mod hooks;
 pub mod jcs;
 pub mod jsonrpc;
+pub mod limits;
 pub mod metrics;
 pub mod policy;
 pub mod relay;

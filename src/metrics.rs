@@ -164,6 +164,12 @@ impl Metrics {
         }
     }
 
+    /// Registers a counter family defined beside what it measures (see
+    /// [`crate::limits::LIMIT_REFUSALS`]).
+    pub fn register_counter_vec(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+        counter_vec(&self.registry, name, help, labels)
+    }
+
     /// Counts one MCP message read from `direction`.
     pub fn message(&self, direction: &str, mcp_method: &str) {
         self.messages_total

@@ -23,6 +23,7 @@ use crate::guardian::{Guardian, Negotiated};
 use crate::hooks::agbom::{Inventory, ListKind};
 use crate::hooks::Metadata;
 use crate::jsonrpc::RequestId;
+use crate::limits::{LimitExceeded, RequestBudget};
 use crate::transport::writer::FrameWriter;
 
 /// Which way a message travels.
@@ -88,6 +89,20 @@ pub struct PendingTable {
     /// Ids recently blocked, so a later cancellation of one is not forwarded
     /// for a request the other side never saw.
     blocked: Mutex<VecDeque<RequestId>>,
+    /// The in-flight limits every entry counts against (the agent's
+    /// requests only).
+    budget: Option<Arc<RequestBudget>>,
+}
+
+/// Why a request could not be registered as in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AdmissionError {
+    /// A request with this id is already in flight.
+    #[error("a request with this id is already in flight")]
+    DuplicateId,
+    /// A limit on requests in flight was reached.
+    #[error(transparent)]
+    Limit(#[from] LimitExceeded),
 }
 
 /// How many blocked ids are remembered per direction.
@@ -100,14 +115,26 @@ impl PendingTable {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Registers a new request; `false` when the id is already in flight.
-    pub fn insert(&self, id: RequestId, request: PendingRequest) -> bool {
+    /// A table whose entries count against `budget`.
+    pub fn limited(budget: Arc<RequestBudget>) -> Self {
+        Self {
+            budget: Some(budget),
+            ..Self::default()
+        }
+    }
+
+    /// Registers a new request, unless its id is already in flight or a
+    /// limit is reached.
+    pub fn insert(&self, id: RequestId, request: PendingRequest) -> Result<(), AdmissionError> {
         let mut entries = self.lock();
         if entries.contains_key(&id) {
-            return false;
+            return Err(AdmissionError::DuplicateId);
+        }
+        if let Some(budget) = &self.budget {
+            budget.acquire(entries.len())?;
         }
         entries.insert(id, request);
-        true
+        Ok(())
     }
 
     /// Updates an in-flight request in place.
@@ -124,7 +151,11 @@ impl PendingTable {
 
     /// Removes a request (answered, blocked or cancelled).
     pub fn remove(&self, id: &RequestId) -> Option<PendingRequest> {
-        self.lock().remove(id)
+        let removed = self.lock().remove(id);
+        if removed.is_some() {
+            self.release(1);
+        }
+        removed
     }
 
     /// Removes a request that was blocked and remembers its id.
@@ -145,7 +176,15 @@ impl PendingTable {
 
     /// Empties the table, returning what was in flight (the peer is gone).
     pub fn drain(&self) -> Vec<(RequestId, PendingRequest)> {
-        self.lock().drain().collect()
+        let drained: Vec<_> = self.lock().drain().collect();
+        self.release(drained.len());
+        drained
+    }
+
+    fn release(&self, count: usize) {
+        if let Some(budget) = &self.budget {
+            budget.release(count);
+        }
     }
 
     /// How many requests are in flight.
@@ -315,6 +354,12 @@ impl Session {
         }
     }
 
+    /// Counts the agent's requests in flight against `budget`.
+    pub fn with_request_budget(mut self, budget: Arc<RequestBudget>) -> Self {
+        self.client_pending = PendingTable::limited(budget);
+        self
+    }
+
     /// `true` exactly once: for the caller that starts the session.
     pub fn begin(&self) -> bool {
         !self.started.swap(true, Ordering::AcqRel)
@@ -397,10 +442,40 @@ mod tests {
     fn duplicate_ids_are_refused_while_pending() {
         let table = PendingTable::default();
         let id = RequestId::from_json("1");
-        assert!(table.insert(id.clone(), request()));
-        assert!(!table.insert(id.clone(), request()));
+        assert_eq!(table.insert(id.clone(), request()), Ok(()));
+        assert_eq!(
+            table.insert(id.clone(), request()),
+            Err(AdmissionError::DuplicateId)
+        );
         table.remove(&id);
-        assert!(table.insert(id, request()));
+        assert_eq!(table.insert(id, request()), Ok(()));
+    }
+
+    #[test]
+    fn a_limited_table_gives_its_slots_back() {
+        let budget = Arc::new(RequestBudget::new(&crate::config::LimitsConfig {
+            max_requests_per_session: Some(1),
+            max_requests_total: Some(1),
+            ..crate::config::LimitsConfig::default()
+        }));
+        let table = PendingTable::limited(budget.clone());
+        let other = PendingTable::limited(budget.clone());
+        assert_eq!(table.insert(RequestId::from_json("1"), request()), Ok(()));
+        assert_eq!(
+            table.insert(RequestId::from_json("2"), request()),
+            Err(AdmissionError::Limit(LimitExceeded::SessionRequests {
+                max: 1
+            }))
+        );
+        assert_eq!(
+            other.insert(RequestId::from_json("1"), request()),
+            Err(AdmissionError::Limit(LimitExceeded::GlobalRequests {
+                max: 1
+            }))
+        );
+        assert_eq!(table.drain().len(), 1);
+        assert_eq!(budget.in_flight(), 0);
+        assert_eq!(other.insert(RequestId::from_json("1"), request()), Ok(()));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use crate::client::PhaseRun;
 use crate::procfs::CpuSample;
 use crate::stats::{median, percentile, range};
+use crate::timed_guardian::ServiceTimes;
 
 /// One phase of one run.
 #[derive(Debug, Clone)]
@@ -55,6 +56,8 @@ pub struct RunResult {
     pub audit_entries: Option<u64>,
     /// Every tools/call of the run, warm-up included.
     pub calls: usize,
+    /// Per phase, the remote Guardian's own service times (remote runs).
+    pub guardian: Vec<ServiceTimes>,
 }
 
 impl RunResult {
@@ -87,8 +90,6 @@ pub struct Report {
     phases: Vec<String>,
     /// `runs[server][proxied as usize]`, one per round.
     runs: Vec<[Vec<RunResult>; 2]>,
-    pub machine: String,
-    pub label: String,
     pub parameters: String,
     pub notes: Vec<String>,
 }
@@ -107,8 +108,6 @@ impl Report {
             servers,
             phases,
             runs,
-            machine: String::new(),
-            label: String::new(),
             parameters: String::new(),
             notes: Vec::new(),
         }
@@ -162,9 +161,7 @@ impl Report {
     pub fn markdown(&self) -> String {
         let mut md = String::new();
         let rounds = self.runs.first().map_or(0, |r| r[0].len());
-        let _ = writeln!(md, "# acs-proxy end-to-end benchmark (stdio)\n");
-        let _ = writeln!(md, "- measured: {}", self.label);
-        let _ = writeln!(md, "- machine: {}", self.machine);
+        let _ = writeln!(md, "\n## stdio suite: direct vs through acs-proxy\n");
         let _ = writeln!(md, "- parameters: {}", self.parameters);
         for note in &self.notes {
             let _ = writeln!(md, "- note: {note}");
@@ -176,7 +173,7 @@ impl Report {
              proxied, the server when direct), *tree* adds its children (the server behind the proxy)."
         );
 
-        let _ = writeln!(md, "\n## Per scenario\n");
+        let _ = writeln!(md, "\n### Per scenario\n");
         let _ = writeln!(
             md,
             "| server | path | phase | p50 µs | p99 µs | mean µs | calls/s | CPU/call process µs | CPU/call tree µs | ctx switches/call process | errors |"
@@ -208,7 +205,7 @@ impl Report {
             }
         }
 
-        let _ = writeln!(md, "\n## Proxied vs direct (paired per round, medians)\n");
+        let _ = writeln!(md, "\n### Proxied vs direct (paired per round, medians)\n");
         let _ = writeln!(
             md,
             "| server | phase | p50 ratio | p99 ratio | throughput ratio | added p50 µs | added p99 µs | proxy CPU/call µs | added tree CPU/call µs |"
@@ -233,7 +230,7 @@ impl Report {
             }
         }
 
-        let _ = writeln!(md, "\n## Memory and audit\n");
+        let _ = writeln!(md, "\n### Memory and audit\n");
         let _ = writeln!(
             md,
             "| server | path | peak RSS process MB (min–max) | peak RSS tree MB | audit entries per run | entries per tools/call |"
@@ -339,7 +336,7 @@ impl Report {
             format!("{rss:.1} MB"),
             rss <= TARGET_RSS_MB,
         ));
-        let _ = writeln!(md, "\n## Targets (stdio, demo server)\n");
+        let _ = writeln!(md, "\n### Targets (stdio, demo server)\n");
         let _ = writeln!(md, "| target | goal | measured | status |");
         let _ = writeln!(md, "|---|---|---|---|");
         for (name, goal, measured, met) in rows {

@@ -65,28 +65,92 @@ pub fn policy_rules(n: usize) -> String {
     text
 }
 
-/// The proxy configuration for `server`: full governance (`tools_call =
-/// "both"`, inventory on), the embedded Guardian with `rules` rules, audit
-/// with group commit. The audit path is given on the command line per run.
-pub fn proxy_config(server: &Server, rules: usize, audit: &Path) -> String {
-    let command = server
-        .command
-        .iter()
-        .map(|arg| format!("{arg:?}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        r#"# Written by acs-proxy-bench.
+/// How the proxy is reached by the load generator.
+#[derive(Debug, Clone)]
+pub enum Listen {
+    /// The load generator spawns the proxy and speaks over its stdin/stdout.
+    Stdio,
+    /// Streamable HTTP on `address` at `/mcp`.
+    Http {
+        address: String,
+        max_sessions: usize,
+    },
+}
+
+/// Where the proxy's MCP server is.
+#[derive(Debug, Clone)]
+pub enum Upstream {
+    /// A stdio server, spawned once per session.
+    Command(Vec<String>),
+    /// A Streamable HTTP server.
+    Url(String),
+}
+
+/// Who decides.
+#[derive(Debug, Clone)]
+pub enum Decider {
+    /// The embedded Guardian with the bench policy of `rules` rules.
+    Embedded { rules: usize },
+    /// A remote ACS Guardian over HTTP, both hooks of a call in one batch.
+    Remote { url: String, secret_file: PathBuf },
+}
+
+/// One proxy configuration of the benchmark: full governance (`tools_call
+/// = "both"`, inventory on) and audit with group commit, whatever the
+/// transports and the Guardian.
+#[derive(Debug, Clone)]
+pub struct ProxySetup {
+    pub name: String,
+    pub listen: Listen,
+    pub upstream: Upstream,
+    pub decider: Decider,
+    pub audit: PathBuf,
+}
+
+impl ProxySetup {
+    /// The configuration file's text.
+    pub fn config(&self) -> String {
+        let listen = match &self.listen {
+            Listen::Stdio => "transport = \"stdio\"\n".to_owned(),
+            Listen::Http {
+                address,
+                max_sessions,
+            } => format!(
+                "transport = \"http\"\naddress = {address:?}\npath = \"/mcp\"\nmax_sessions = {max_sessions}\n"
+            ),
+        };
+        let upstream = match &self.upstream {
+            Upstream::Command(command) => format!(
+                "command = [{}]\n",
+                command
+                    .iter()
+                    .map(|arg| format!("{arg:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Upstream::Url(url) => format!("url = {url:?}\n"),
+        };
+        let (guardian, rules) = match &self.decider {
+            Decider::Embedded { rules } => {
+                ("mode = \"embedded\"\n".to_owned(), policy_rules(*rules))
+            }
+            Decider::Remote { url, secret_file } => (
+                format!(
+                    "mode = \"remote\"\nurl = {url:?}\nsecret_file = {:?}\nbatch = true\n",
+                    secret_file.display().to_string()
+                ),
+                String::new(),
+            ),
+        };
+        format!(
+            r#"# Written by acs-proxy-bench.
 [listen]
-transport = "stdio"
-
+{listen}
 [[upstream]]
-name = "{key}"
-command = [{command}]
-
+name = "{name}"
+{upstream}
 [guardian]
-mode = "embedded"
-
+{guardian}
 [hooks]
 tools_call = "both"
 
@@ -97,10 +161,10 @@ default = "allow"
 path = {audit:?}
 fsync = "batch"
 "#,
-        key = server.key,
-        rules = policy_rules(rules),
-        audit = audit.display().to_string(),
-    )
+            name = self.name,
+            audit = self.audit.display().to_string(),
+        )
+    }
 }
 
 /// The workspace root (this crate lives in `<root>/bench`).
@@ -149,6 +213,28 @@ pub fn revision(root: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn configs_name_every_part() {
+        let setup = ProxySetup {
+            name: "demo".into(),
+            listen: Listen::Http {
+                address: "127.0.0.1:1".into(),
+                max_sessions: 6000,
+            },
+            upstream: Upstream::Url("http://127.0.0.1:2/mcp".into()),
+            decider: Decider::Remote {
+                url: "http://127.0.0.1:3/acs".into(),
+                secret_file: "/tmp/secret".into(),
+            },
+            audit: "/tmp/audit.jsonl".into(),
+        };
+        let text = setup.config();
+        assert!(text.contains("max_sessions = 6000"));
+        assert!(text.contains("url = \"http://127.0.0.1:2/mcp\""));
+        assert!(text.contains("mode = \"remote\""));
+        assert!(!text.contains("[[policy.rule]]"));
+    }
 
     #[test]
     fn twenty_rules() {

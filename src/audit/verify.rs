@@ -559,4 +559,6 @@ fn find_entries(path: &Path, session_id: &str, ids: &[u64]) -> Result<Vec<Sighti
 }
 
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod tests;

@@ -144,6 +144,16 @@ impl Config {
         if self.limits.max_in_flight == 0 {
             return Err(invalid("limits.max_in_flight must be at least 1".into()));
         }
+        if self.limits.max_requests_per_session == Some(0) {
+            return Err(invalid(
+                "limits.max_requests_per_session must be at least 1".into(),
+            ));
+        }
+        if self.limits.max_requests_total == Some(0) {
+            return Err(invalid(
+                "limits.max_requests_total must be at least 1".into(),
+            ));
+        }
         Ok(())
     }
 

@@ -57,6 +57,15 @@ pub struct LimitsConfig {
     /// Messages read from one side but not yet written to the other.
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight: usize,
+    /// Requests from the agent in flight at once in one session (being
+    /// decided, held, or awaiting the server); more are refused with -32012.
+    /// Unlimited when absent.
+    #[serde(default)]
+    pub max_requests_per_session: Option<usize>,
+    /// Requests from agents in flight at once across all sessions; more are
+    /// refused with -32012. Unlimited when absent.
+    #[serde(default)]
+    pub max_requests_total: Option<usize>,
 }
 
 impl Default for LimitsConfig {
@@ -64,6 +73,8 @@ impl Default for LimitsConfig {
         Self {
             max_message_bytes: default_max_message_bytes(),
             max_in_flight: default_max_in_flight(),
+            max_requests_per_session: None,
+            max_requests_total: None,
         }
     }
 }

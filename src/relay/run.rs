@@ -16,6 +16,7 @@ use crate::enforce::Action;
 use crate::guardian::{Decision, Guardian};
 use crate::hooks::lifecycle::SessionEndReason;
 use crate::jsonrpc::{codes, error_response};
+use crate::limits::RequestBudget;
 use crate::metrics::METRICS;
 use crate::session::{Direction, Session, Writers};
 use crate::transport::downstream::Downstream;
@@ -46,6 +47,8 @@ pub struct SessionContext {
     pub guardian: Arc<dyn Guardian>,
     /// Where the session's chain is written.
     pub audit: AuditLog,
+    /// The in-flight request limits shared by every session of the process.
+    pub requests: Arc<RequestBudget>,
 }
 
 /// Runs one session until either side closes or `stop` fires.
@@ -61,15 +64,18 @@ pub async fn run_session(
     };
     let session_id = Uuid::new_v4();
     let chain = context.audit.session(&session_id.to_string());
-    let session = Arc::new(Session::new(
-        context.config.clone(),
-        &context.upstream,
-        downstream.transport,
-        context.guardian.clone(),
-        chain,
-        session_id,
-        writers,
-    ));
+    let session = Arc::new(
+        Session::new(
+            context.config.clone(),
+            &context.upstream,
+            downstream.transport,
+            context.guardian.clone(),
+            chain,
+            session_id,
+            writers,
+        )
+        .with_request_budget(context.requests.clone()),
+    );
     let active = METRICS
         .sessions_active
         .with_label_values(&[context.upstream.name.as_str()]);

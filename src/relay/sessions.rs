@@ -8,10 +8,15 @@ use futures_util::future::{BoxFuture, FutureExt};
 use tokio_util::sync::CancellationToken;
 
 use super::run::{run_session, SessionContext};
-use crate::audit::AuditLog;
+use uuid::Uuid;
+
+use crate::audit::{self, AuditLog, AuditRecord};
 use crate::config::Config;
-use crate::guardian::Guardian;
+use crate::enforce::Action;
+use crate::guardian::{DecisionSource, Disposition, Guardian};
+use crate::limits::{LimitExceeded, RequestBudget};
 use crate::metrics::METRICS;
+use crate::session::Direction;
 use crate::transport::downstream::{Downstream, SessionHandle, SessionStarter};
 use crate::transport::upstream;
 
@@ -20,6 +25,7 @@ pub struct RelaySessions {
     config: Arc<Config>,
     guardian: Arc<dyn Guardian>,
     audit: AuditLog,
+    requests: Arc<RequestBudget>,
     stop: CancellationToken,
 }
 
@@ -32,6 +38,7 @@ impl RelaySessions {
         stop: CancellationToken,
     ) -> Self {
         Self {
+            requests: Arc::new(RequestBudget::new(&config.limits)),
             config,
             guardian,
             audit,
@@ -70,6 +77,7 @@ impl RelaySessions {
             upstream: upstream_config,
             guardian: self.guardian.clone(),
             audit: self.audit.clone(),
+            requests: self.requests.clone(),
         };
         let stop = self.stop.child_token();
         let done = tokio::spawn(async move {
@@ -77,6 +85,31 @@ impl RelaySessions {
             tracing::debug!(?exit, "session ended");
         });
         Ok(SessionHandle { done })
+    }
+
+    /// A session refused before it started gets a chain of its own holding
+    /// the one entry that says why.
+    async fn record_refusal(&self, route: &str, transport: &str, limit: &LimitExceeded) {
+        let chain = self.audit.session(&Uuid::new_v4().to_string());
+        let record = AuditRecord::new(Uuid::new_v4().to_string(), audit::ENFORCEMENT_STEP_TYPE)
+            .decision(Disposition::Deny.as_str())
+            .decision_source(DecisionSource::Proxy)
+            .reasoning(limit.to_string())
+            .reason_codes(vec!["limit_exceeded".to_owned()])
+            .direction(Direction::ClientToServer)
+            .action(Action::Blocked)
+            .detail(format!(
+                "{} limit reached; a new {transport} session on route {route:?} was refused",
+                limit.label()
+            ));
+        METRICS.enforcement(Action::Blocked.as_str());
+        match chain.append(record).await {
+            Ok(_) => METRICS.audit_entries_total.inc(),
+            Err(err) => {
+                METRICS.audit_failures_total.inc();
+                tracing::error!(%err, "could not record a refused session");
+            }
+        }
     }
 }
 
@@ -87,5 +120,14 @@ impl SessionStarter for RelaySessions {
         downstream: Downstream,
     ) -> BoxFuture<'a, Result<SessionHandle, String>> {
         self.start_session(route, downstream).boxed()
+    }
+
+    fn refused<'a>(
+        &'a self,
+        route: &'a str,
+        transport: &'static str,
+        limit: &'a LimitExceeded,
+    ) -> BoxFuture<'a, ()> {
+        self.record_refusal(route, transport, limit).boxed()
     }
 }

@@ -12,6 +12,7 @@ use crate::admin::Health;
 use crate::audit::AuditLog;
 use crate::config::Config;
 use crate::guardian::Guardian;
+use crate::limits::RequestBudget;
 use crate::transport::downstream::Downstream;
 use crate::transport::stdio::StdioDownstream;
 use crate::transport::upstream::{self, UpstreamError};
@@ -48,6 +49,7 @@ pub async fn run_stdio(
         upstream: upstream_config,
         guardian,
         audit: audit.clone(),
+        requests: Arc::new(RequestBudget::new(limits)),
     };
     let exit = run_session(context, downstream, upstream, stop).await;
     health.set_upstream_up(false);

@@ -8,6 +8,7 @@ use futures_util::stream::BoxStream;
 
 use super::line::LineFrame;
 use super::writer::FrameWriter;
+use crate::limits::LimitExceeded;
 
 /// The agent's side of one session.
 pub struct Downstream {
@@ -35,4 +36,13 @@ pub trait SessionStarter: Send + Sync {
         route: &'a str,
         downstream: Downstream,
     ) -> BoxFuture<'a, Result<SessionHandle, String>>;
+
+    /// Records a session the listener refused before starting it because
+    /// `limit` was reached (in an audit chain of its own).
+    fn refused<'a>(
+        &'a self,
+        route: &'a str,
+        transport: &'static str,
+        limit: &'a LimitExceeded,
+    ) -> BoxFuture<'a, ()>;
 }

@@ -103,6 +103,9 @@ fn overlaps(a: &[String], b: &[String]) -> bool {
 }
 
 #[cfg(test)]
+mod properties;
+
+#[cfg(test)]
 mod tests {
     use serde_json::json;
 

@@ -50,7 +50,7 @@ pub(crate) use events::{
     body as sse_body, named as sse_named, response as sse_response, DropGuard,
 };
 pub(crate) use handlers::method_not_allowed;
-pub(crate) use shared::{Shared, Started};
+pub(crate) use shared::{Shared, StartError, Started};
 
 use crate::config::{Config, ListenConfig, ListenTransport};
 use crate::metrics::METRICS;

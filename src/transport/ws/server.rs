@@ -14,7 +14,9 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 
-use crate::transport::http::server::{method_not_allowed, one_line, rejection, Shared, Started};
+use crate::transport::http::server::{
+    method_not_allowed, one_line, rejection, Shared, StartError, Started,
+};
 use crate::transport::LineFrame;
 
 /// The WebSocket subprotocol MCP clients ask for.
@@ -42,16 +44,45 @@ pub(crate) async fn upgrade(shared: Arc<Shared>, route: Arc<str>, mut parts: Par
             "the WebSocket subprotocol `mcp` is required (Sec-WebSocket-Protocol: mcp)",
         );
     }
+    let upgrade = upgrade.protocols([SUBPROTOCOL]);
     let started = match shared.start_session(&route, "ws").await {
         Ok(started) => started,
+        Err(StartError::Busy(limit)) => {
+            return upgrade.on_upgrade(move |socket| refuse(socket, limit.to_string()))
+        }
         Err(err) => return err.response(&route, None),
     };
     let limit = shared.settings.max_message_bytes;
     upgrade
-        .protocols([SUBPROTOCOL])
         .max_message_size(limit)
         .max_frame_size(limit)
         .on_upgrade(move |socket| pump(socket, started))
+}
+
+/// A session over the session limit: the socket is closed at once with
+/// 1013 (try again later) and the limit as the reason, which a WebSocket
+/// client can read where it could not read a refused upgrade's body.
+async fn refuse(mut socket: WebSocket, reason: String) {
+    let _ = socket
+        .send(Message::Close(Some(CloseFrame {
+            code: close_code::AGAIN,
+            reason: Utf8Bytes::from(close_reason(reason)),
+        })))
+        .await;
+}
+
+/// A close reason fits in 123 bytes (RFC 6455 §5.5); longer ones are cut
+/// at a character boundary.
+fn close_reason(mut reason: String) -> String {
+    const MAX: usize = 123;
+    if reason.len() > MAX {
+        let mut end = MAX;
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        reason.truncate(end);
+    }
+    reason
 }
 
 /// Relays between the socket and the session until either side ends.
@@ -105,5 +136,18 @@ async fn pump(socket: WebSocket, started: Started) {
     tokio::select! {
         _ = to_agent => {}
         _ = from_agent => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_reasons_fit_a_control_frame() {
+        assert_eq!(close_reason("short".into()), "short");
+        let long = "é".repeat(100);
+        let cut = close_reason(long);
+        assert!(cut.len() <= 123 && cut.chars().all(|c| c == 'é'));
     }
 }

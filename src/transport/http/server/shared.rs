@@ -16,6 +16,7 @@ use super::edge::{json_error, Edge};
 use super::session::SessionTable;
 use super::ServerSettings;
 use crate::jsonrpc::{codes, RequestId};
+use crate::limits::{self, LimitExceeded};
 use crate::transport::downstream::{Downstream, SessionStarter};
 use crate::transport::sse::server::LegacyTable;
 use crate::transport::writer::{FrameReceiver, FrameWriter};
@@ -51,7 +52,7 @@ pub(crate) struct Started {
 #[derive(Debug)]
 pub(crate) enum StartError {
     /// `max_sessions` are open.
-    Busy(usize),
+    Busy(LimitExceeded),
     /// The listener is shutting down.
     ShuttingDown,
     /// The route's upstream could not be reached.
@@ -62,11 +63,11 @@ impl StartError {
     /// 503 or 502 with a JSON-RPC error body (echoing `id` when known).
     pub(crate) fn response(&self, route: &str, id: Option<&RequestId>) -> Response {
         match self {
-            StartError::Busy(max) => json_error(
+            StartError::Busy(limit) => json_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 id,
-                codes::INTERNAL_ERROR,
-                &format!("the proxy already serves its maximum of {max} sessions; try again later"),
+                limit.code(),
+                &limit.to_string(),
             ),
             StartError::ShuttingDown => json_error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -135,9 +136,12 @@ impl Shared {
         if self.stopping.is_cancelled() {
             return Err(StartError::ShuttingDown);
         }
-        let slot = self
-            .try_slot()
-            .ok_or(StartError::Busy(self.settings.listen.max_sessions))?;
+        let Some(slot) = self.try_slot() else {
+            let limit = limits::sessions_exceeded(&self.settings.listen);
+            limit.count();
+            self.starter.refused(route, transport, &limit).await;
+            return Err(StartError::Busy(limit));
+        };
         let queue = self.settings.queue.max(1);
         let (frames, frames_rx) = mpsc::channel(queue);
         let (writer, outgoing) = FrameWriter::channel(queue);

@@ -1,0 +1,245 @@
+//! The guardian suite: stdio → demo server, directly, through acs-proxy with
+//! the embedded Guardian, and through acs-proxy asking a remote ACS
+//! Guardian over HTTP (the workspace's test Guardian, allow-everything,
+//! batches on, served by `acs-proxy-bench serve-guardian`, which times its
+//! own service of every request). The three alternate, the order rotating
+//! every round.
+//!
+//! The Guardian's service time per call (the sum of its per-request times
+//! over the phase, divided by calls) is subtracted from the latency the
+//! remote proxy adds over direct, which leaves what acs-proxy itself adds
+//! around the Guardian: signing, verifying, the HTTP exchange, enforcement,
+//! audit.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+
+use crate::context::{BenchArgs, Context};
+use crate::report::RunResult;
+use crate::service::Service;
+use crate::setup::Decider;
+use crate::stats::median;
+use crate::suite_stdio::run_one;
+
+/// What acs-proxy may add beyond the Guardian's service time, at p50.
+const TARGET_ADDED_BEYOND_GUARDIAN_US: f64 = 60.0;
+
+/// The shared secret of the benchmark Guardian (32 bytes; not a real key).
+const SECRET: &[u8; 32] = b"acs-proxy-bench shared secret 32";
+
+/// The three paths, in report order.
+const PATHS: [&str; 3] = ["direct", "embedded Guardian", "remote Guardian"];
+
+/// Runs the suite and returns its report section.
+pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
+    let server = context
+        .servers
+        .iter()
+        .find(|s| s.key == "demo")
+        .ok_or("the guardian suite needs the demo server (--servers demo)")?;
+    let secret_file = context.work.join("guardian-secret");
+    std::fs::write(&secret_file, SECRET).map_err(|e| format!("{}: {e}", secret_file.display()))?;
+    let (_guardian, addr) = start_guardian(context)?;
+    let url = format!("http://{addr}/acs");
+    let mut phases = vec![("sequential".to_owned(), 1usize, args.sequential)];
+    for &n in &args.in_flight {
+        phases.push((format!("{n} in flight"), n, args.pipelined));
+    }
+    let mut runs: [Vec<RunResult>; 3] = Default::default();
+    for round in 0..args.rounds {
+        for turn in 0..PATHS.len() {
+            let path = (turn + round) % PATHS.len();
+            let decider = match path {
+                0 => None,
+                1 => Some(Decider::Embedded { rules: args.rules }),
+                _ => Some(Decider::Remote {
+                    url: url.clone(),
+                    secret_file: secret_file.clone(),
+                }),
+            };
+            let tag = format!(
+                "guardian-{}-r{round}",
+                ["direct", "embedded", "remote"][path]
+            );
+            let guardian = (path == 2).then_some(addr);
+            let result = run_one(
+                args,
+                context,
+                server,
+                decider,
+                &tag,
+                round == 0,
+                &phases,
+                guardian,
+            )?;
+            eprintln!(
+                "round {}/{} guardian {:<18} {}",
+                round + 1,
+                args.rounds,
+                PATHS[path],
+                result.summary()
+            );
+            runs[path].push(result);
+        }
+    }
+    Ok(markdown(args, &phases, &runs))
+}
+
+/// Starts the timed Guardian and waits for its address.
+fn start_guardian(context: &Context) -> Result<(Service, SocketAddr), String> {
+    let addr_file = context.work.join("guardian-addr");
+    let _ = std::fs::remove_file(&addr_file);
+    let secret = base64::engine::general_purpose::STANDARD.encode(SECRET);
+    let command = context.pinned(vec![
+        crate::context::absolute(&context.bench),
+        "serve-guardian".into(),
+        "--addr-file".into(),
+        crate::context::absolute(&addr_file),
+        "--secret-b64".into(),
+        secret,
+    ]);
+    let service = Service::spawn(
+        "timed Guardian",
+        &command,
+        &[],
+        &context.work.join("stderr-guardian.log"),
+    )?;
+    let addr = wait_for_addr_file(&addr_file, Duration::from_secs(30))?;
+    Ok((service, addr))
+}
+
+/// Reads `HOST:PORT` from `path` once a helper has written it.
+pub fn wait_for_addr_file(path: &std::path::Path, timeout: Duration) -> Result<SocketAddr, String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if let Ok(addr) = text.trim().parse() {
+                return Ok(addr);
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{} not written after {timeout:?}", path.display()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn markdown(
+    args: &BenchArgs,
+    phases: &[(String, usize, usize)],
+    runs: &[Vec<RunResult>; 3],
+) -> String {
+    let mut md =
+        String::from("\n## guardian suite: stdio → demo server, embedded vs remote Guardian\n\n");
+    let _ = writeln!(
+        md,
+        "| phase | path | p50 µs | p99 µs | calls/s | CPU/call proxy µs | Guardian POSTs/call | Guardian service/call µs | Guardian p50 per POST µs |"
+    );
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (p, (phase, _, calls)) in phases.iter().enumerate() {
+        for (path, title) in PATHS.iter().enumerate() {
+            let med = |metric: fn(&crate::report::PhaseResult) -> f64| {
+                median(runs[path].iter().map(|r| metric(&r.phases[p])))
+            };
+            let (posts, service, post_p50) = if path == 2 {
+                (
+                    format!(
+                        "{:.2}",
+                        guardian_median(&runs[2], p, |t, _| t.requests as f64 / *calls as f64)
+                    ),
+                    format!(
+                        "{:.1}",
+                        guardian_median(&runs[2], p, |t, _| t.total_ns as f64
+                            / 1000.0
+                            / *calls as f64)
+                    ),
+                    format!(
+                        "{:.1}",
+                        guardian_median(&runs[2], p, |t, _| t.p50_ns as f64 / 1000.0)
+                    ),
+                )
+            } else {
+                ("–".into(), "–".into(), "–".into())
+            };
+            let _ = writeln!(
+                md,
+                "| {phase} | {title} | {:.1} | {:.1} | {:.0} | {} | {posts} | {service} | {post_p50} |",
+                med(|r| r.p50_us),
+                med(|r| r.p99_us),
+                med(|r| r.calls_per_s),
+                if path == 0 { "–".into() } else { format!("{:.1}", med(|r| r.root_cpu_us)) },
+            );
+        }
+    }
+    let _ = writeln!(
+        md,
+        "\n### Added by acs-proxy around the remote Guardian (paired per round, medians)\n"
+    );
+    let _ = writeln!(
+        md,
+        "| phase | added p50 remote − direct µs | Guardian service/call µs | added p50 beyond the Guardian µs | added p50 embedded − direct µs |"
+    );
+    let _ = writeln!(md, "|---|---:|---:|---:|---:|");
+    let mut sequential_beyond = f64::NAN;
+    for (p, (phase, _, calls)) in phases.iter().enumerate() {
+        let paired = |path: usize| {
+            median(
+                runs[path]
+                    .iter()
+                    .zip(&runs[0])
+                    .map(|(x, d)| x.phases[p].p50_us - d.phases[p].p50_us),
+            )
+        };
+        let beyond = median(runs[2].iter().zip(&runs[0]).map(|(r, d)| {
+            let service = r
+                .guardian
+                .get(p)
+                .map_or(0.0, |t| t.total_ns as f64 / 1000.0 / *calls as f64);
+            r.phases[p].p50_us - d.phases[p].p50_us - service
+        }));
+        if p == 0 {
+            sequential_beyond = beyond;
+        }
+        let _ = writeln!(
+            md,
+            "| {phase} | {:.1} | {:.1} | {beyond:.1} | {:.1} |",
+            paired(2),
+            guardian_median(&runs[2], p, |t, _| t.total_ns as f64
+                / 1000.0
+                / *calls as f64),
+            paired(1),
+        );
+    }
+    let _ = writeln!(md, "\n### Target (remote Guardian)\n");
+    let _ = writeln!(md, "| target | goal | measured | status |");
+    let _ = writeln!(md, "|---|---|---|---|");
+    let _ = writeln!(
+        md,
+        "| p50 added by acs-proxy beyond the Guardian's service time (sequential) | ≤ {TARGET_ADDED_BEYOND_GUARDIAN_US} µs | {sequential_beyond:.1} µs | {} |",
+        if sequential_beyond <= TARGET_ADDED_BEYOND_GUARDIAN_US { "met" } else { "**not met**" }
+    );
+    let _ = writeln!(
+        md,
+        "\n- parameters: {} rounds; per run: {} warm-up calls, {} sequential calls, {} calls at each of {:?} in flight; \
+         proxy: tools_call = \"both\", inventory on, audit fsync = \"batch\"; embedded: {} rules; remote: \
+         `[guardian] batch = true` (both hooks of a call in one POST), HMAC-SHA256 signing both ways; \
+         Guardian service time = its `Guardian::handle` (verify, chain, decide, sign) per POST, timed on its side",
+        args.rounds, args.warmup, args.sequential, args.pipelined, args.in_flight, args.rules,
+    );
+    md
+}
+
+/// Median over rounds of `metric` of the Guardian's times in phase `p`.
+fn guardian_median(
+    runs: &[RunResult],
+    p: usize,
+    metric: impl Fn(&crate::timed_guardian::ServiceTimes, usize) -> f64,
+) -> f64 {
+    median(
+        runs.iter()
+            .filter_map(|r| r.guardian.get(p).map(|t| metric(t, p))),
+    )
+}

@@ -1,0 +1,206 @@
+//! The stdio suite: the load generator spawns the server (direct) or
+//! acs-proxy in front of it (proxied) and speaks MCP over stdin/stdout.
+//! Direct and proxied runs alternate, their order flipping every round.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::client::Peer;
+use crate::context::{absolute, BenchArgs, Context};
+use crate::procfs::Tree;
+use crate::report::{PhaseResult, Report, RunResult};
+use crate::setup::{Decider, Listen, ProxySetup, Server, Upstream};
+use crate::timed_guardian::fetch_stats;
+
+/// Runs the suite and returns its report section.
+pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
+    let servers = &context.servers;
+    let work = &context.work;
+    let mut phases = vec![("sequential".to_owned(), 1usize, args.sequential)];
+    for &n in &args.in_flight {
+        phases.push((format!("{n} in flight"), n, args.pipelined));
+    }
+
+    let mut report = Report::new(
+        servers.iter().map(|s| s.title.to_owned()).collect(),
+        phases.iter().map(|(name, _, _)| name.clone()).collect(),
+    );
+    report.parameters = format!(
+        "{} rounds; per run: {} warm-up calls, {} sequential calls, {} calls at each of {:?} in flight; \
+         {}-byte tools/call requests; proxy: embedded Guardian, {} rules (none match echo), \
+         tools_call = \"both\", inventory on, audit fsync = \"batch\" in {}{}",
+        args.rounds,
+        args.warmup,
+        args.sequential,
+        args.pipelined,
+        args.in_flight,
+        args.request_bytes,
+        args.rules,
+        work.display(),
+        context.pin.as_ref().map_or(String::new(), |cpus| format!("; spawned commands pinned with taskset -c {cpus}")),
+    );
+
+    for round in 0..args.rounds {
+        for (index, server) in servers.iter().enumerate() {
+            let order = if round % 2 == 0 {
+                [false, true]
+            } else {
+                [true, false]
+            };
+            for proxied in order {
+                let decider = proxied.then_some(Decider::Embedded { rules: args.rules });
+                let tag = format!("{}-{}-r{round}", server.key, path_name(proxied));
+                let result = run_one(
+                    args,
+                    context,
+                    server,
+                    decider,
+                    &tag,
+                    round == 0,
+                    &phases,
+                    None,
+                )?;
+                eprintln!(
+                    "round {}/{} {:<10} {:<8} {}",
+                    round + 1,
+                    args.rounds,
+                    server.key,
+                    if proxied { "proxied" } else { "direct" },
+                    result.summary()
+                );
+                report.add(index, proxied, result);
+            }
+        }
+    }
+    Ok(report.markdown())
+}
+
+/// One run: spawn, initialize, warm up, the phases, then shut down.
+///
+/// `decider` is `None` for the server alone; otherwise acs-proxy runs in
+/// front of it with that Guardian. With `guardian`, the timed Guardian's
+/// service times are read around every phase.
+#[allow(clippy::too_many_arguments)]
+pub fn run_one(
+    args: &BenchArgs,
+    context: &Context,
+    server: &Server,
+    decider: Option<Decider>,
+    tag: &str,
+    verify: bool,
+    phases: &[(String, usize, usize)],
+    guardian: Option<SocketAddr>,
+) -> Result<RunResult, String> {
+    let (proxy, work) = (&context.proxy, &context.work);
+    let proxied = decider.is_some();
+    let audit = work.join(format!("audit-{tag}.jsonl"));
+    let _ = std::fs::remove_file(&audit);
+    let command = if let Some(decider) = decider {
+        let config = work.join(format!("proxy-{tag}.toml"));
+        let setup = ProxySetup {
+            name: server.key.into(),
+            listen: Listen::Stdio,
+            upstream: Upstream::Command(server.command.clone()),
+            decider,
+            audit: audit.clone(),
+        };
+        std::fs::write(&config, setup.config())
+            .map_err(|e| format!("{}: {e}", config.display()))?;
+        vec![
+            absolute(proxy),
+            "--config".into(),
+            absolute(&config),
+            "--audit".into(),
+            absolute(&audit),
+        ]
+    } else {
+        server.command.clone()
+    };
+    let command = context.pinned(command);
+    let stderr_log = work.join(format!("stderr-{tag}.log"));
+    let fail = |what: String| format!("{tag}: {what} (stderr in {})", stderr_log.display());
+    let mut peer = Peer::spawn(
+        &command,
+        &[("ACS_PROXY_LOG", "warn")],
+        &stderr_log,
+        server.argument,
+        args.request_bytes,
+        Duration::from_secs(600),
+    )
+    .map_err(|e| fail(format!("cannot start {command:?}: {e}")))?;
+    peer.initialize().map_err(&fail)?;
+    peer.run_phase(args.warmup, 1).map_err(&fail)?;
+    // The server behind the proxy is running by now.
+    let tree = Tree::of(peer.pid());
+    let mut results = Vec::new();
+    let mut guardian_times = Vec::new();
+    for (_, in_flight, calls) in phases {
+        if let Some(addr) = guardian {
+            fetch_stats(addr).map_err(&fail)?;
+        }
+        let before = tree.cpu();
+        let phase = peer.run_phase(*calls, *in_flight).map_err(&fail)?;
+        let after = tree.cpu();
+        if let Some(addr) = guardian {
+            guardian_times.push(fetch_stats(addr).map_err(&fail)?);
+        }
+        results.push(PhaseResult::new(phase, before, after));
+    }
+    let (root_rss_kib, tree_rss_kib) = tree.peak_rss_kib();
+    let exit = peer.finish(Duration::from_secs(15)).map_err(&fail)?;
+    if !exit.success() {
+        return Err(fail(format!("exited with {exit}")));
+    }
+    let audit_entries = if proxied {
+        let entries = count_lines(&audit).map_err(|e| fail(format!("audit log: {e}")))?;
+        if verify {
+            verify_audit(proxy, &audit).map_err(&fail)?;
+        }
+        if !args.keep_audit {
+            let _ = std::fs::remove_file(&audit);
+        }
+        Some(entries)
+    } else {
+        None
+    };
+    Ok(RunResult {
+        phases: results,
+        root_rss_kib,
+        tree_rss_kib,
+        audit_entries,
+        calls: args.warmup + phases.iter().map(|(_, _, calls)| calls).sum::<usize>(),
+        guardian: guardian_times,
+    })
+}
+
+pub fn count_lines(path: &Path) -> std::io::Result<u64> {
+    let bytes = std::fs::read(path)?;
+    Ok(bytes.iter().filter(|&&b| b == b'\n').count() as u64)
+}
+
+/// `acs-proxy audit verify` on a run's log: every chain must check out.
+pub fn verify_audit(proxy: &Path, audit: &Path) -> Result<(), String> {
+    let output = std::process::Command::new(proxy)
+        .args(["audit", "verify"])
+        .arg(audit)
+        .output()
+        .map_err(|e| format!("audit verify: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "audit verify failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
+fn path_name(proxied: bool) -> &'static str {
+    if proxied {
+        "proxied"
+    } else {
+        "direct"
+    }
+}

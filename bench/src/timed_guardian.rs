@@ -1,0 +1,156 @@
+//! `acs-proxy-bench serve-guardian`: the workspace's test Guardian
+//! (`acs-test-guardian`, allow-everything script with batches on) served
+//! over HTTP/1.1, timing its own service of every POST: from the whole body
+//! read to the signed reply ready. `GET /stats` returns those times since
+//! the previous `GET /stats` and starts a new window, so the remote-Guardian
+//! suite can subtract the Guardian's own time from the proxy's.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use acs_test_guardian::guardian::{Config, Guardian, Transport};
+use acs_test_guardian::reply::Reply;
+use acs_test_guardian::script::Script;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+
+use crate::stats::percentile;
+
+/// The Guardian's service times over one window, as `GET /stats` answers.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct ServiceTimes {
+    /// POSTs served (a batch counts once).
+    pub requests: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    /// Sum over the window.
+    pub total_ns: u64,
+}
+
+/// The Guardian and the service times of the current window.
+struct Timed {
+    guardian: Guardian,
+    times: Mutex<Vec<u64>>,
+}
+
+/// Serves on `addr` until killed; writes the bound address to `addr_file`.
+pub fn serve(addr: SocketAddr, addr_file: &Path, secret: Vec<u8>) -> Result<(), String> {
+    let script = Script::parse(r#"{"batch": true}"#).map_err(|e| format!("script: {e}"))?;
+    let timed = Arc::new(Timed {
+        guardian: Guardian::new(Config {
+            secret,
+            script,
+            transport: Transport::Http,
+            default_key_id: "default".into(),
+            recorder: None,
+            verbose: false,
+        }),
+        times: Mutex::new(Vec::with_capacity(1 << 20)),
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("runtime: {e}"))?;
+    runtime.block_on(async {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("bind {addr}: {e}"))?;
+        let bound = listener.local_addr().map_err(|e| format!("{e}"))?;
+        std::fs::write(addr_file, bound.to_string())
+            .map_err(|e| format!("{}: {e}", addr_file.display()))?;
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let timed = timed.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |request| answer(timed.clone(), request));
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    })
+}
+
+async fn answer(
+    timed: Arc<Timed>,
+    request: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    if request.method() == Method::GET && request.uri().path() == "/stats" {
+        return Ok(stats(&timed));
+    }
+    if request.method() != Method::POST {
+        return Ok(reply(StatusCode::METHOD_NOT_ALLOWED, Bytes::new()));
+    }
+    let Ok(body) = request.into_body().collect().await.map(|b| b.to_bytes()) else {
+        return Ok(reply(StatusCode::BAD_REQUEST, Bytes::new()));
+    };
+    let started = Instant::now();
+    let outcome = timed.guardian.handle(&body);
+    let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    if let Ok(mut times) = timed.times.lock() {
+        times.push(elapsed);
+    }
+    match outcome.reply {
+        Reply::Send(bytes) => Ok(reply(StatusCode::OK, Bytes::from(bytes))),
+        // The allow-everything script never drops or stays silent.
+        Reply::Drop | Reply::Silent => Ok(reply(StatusCode::INTERNAL_SERVER_ERROR, Bytes::new())),
+    }
+}
+
+fn stats(timed: &Timed) -> Response<Full<Bytes>> {
+    let mut window = match timed.times.lock() {
+        Ok(mut times) => std::mem::take(&mut *times),
+        Err(_) => Vec::new(),
+    };
+    window.sort_unstable();
+    let times = ServiceTimes {
+        requests: window.len() as u64,
+        p50_ns: percentile(&window, 50.0),
+        p99_ns: percentile(&window, 99.0),
+        total_ns: window.iter().sum(),
+    };
+    let body = serde_json::to_vec(&times).unwrap_or_default();
+    reply(StatusCode::OK, Bytes::from(body))
+}
+
+fn reply(code: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = code;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// Fetches and resets the service-time window of the Guardian at `addr`.
+pub fn fetch_stats(addr: SocketAddr) -> Result<ServiceTimes, String> {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(addr).map_err(|e| format!("stats: {e}"))?;
+    stream
+        .write_all(b"GET /stats HTTP/1.1\r\nHost: guardian\r\nConnection: close\r\n\r\n")
+        .map_err(|e| format!("stats: {e}"))?;
+    let mut answer = Vec::new();
+    stream
+        .read_to_end(&mut answer)
+        .map_err(|e| format!("stats: {e}"))?;
+    let body = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|at| &answer[at + 4..])
+        .ok_or("stats: no HTTP body")?;
+    serde_json::from_slice(body).map_err(|e| format!("stats: {e}"))
+}
