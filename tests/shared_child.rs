@@ -11,7 +11,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use support::mcp_http::{client, read_reply, McpHttp, SseStream};
-use support::{listen_section, tool_call, NetProxy, Scratch};
+use support::{audit_chains, listen_section, tool_call, NetProxy, Scratch};
 
 const UPSTREAM_UNAVAILABLE: i64 = -32011;
 
@@ -153,6 +153,32 @@ async fn sessions_share_one_child_with_their_own_ids_and_progress() {
     }
     assert_eq!(server_pids(&scratch).len(), 1);
     assert_eq!(initializes_received(&scratch), 1);
+
+    // Each session keeps its own audit chain.
+    for mcp in &sessions {
+        assert_eq!(mcp.delete().await, StatusCode::NO_CONTENT);
+    }
+    let deadline = tokio::time::Instant::now() + support::WAIT;
+    loop {
+        let chains = audit_chains(&scratch);
+        if chains.len() == 3 && chains.iter().all(|(_, sealed)| *sealed) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "expected three sealed chains, have {chains:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The last session out shut the shared server down.
+    let deadline = tokio::time::Instant::now() + support::WAIT;
+    while !server_pids(&scratch).is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server still runs"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]
