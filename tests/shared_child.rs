@@ -16,7 +16,11 @@ use support::{audit_chains, listen_section, tool_call, NetProxy, Scratch};
 const UPSTREAM_UNAVAILABLE: i64 = -32011;
 
 fn start(scratch: &Scratch) -> NetProxy {
-    let config = scratch.demo_config(&listen_section("http", ""));
+    start_with(scratch, "")
+}
+
+fn start_with(scratch: &Scratch, listen_extra: &str) -> NetProxy {
+    let config = scratch.demo_config(&listen_section("http", listen_extra));
     let text = std::fs::read_to_string(&config).unwrap();
     let text = text.replacen("name = \"demo\"\n", "name = \"demo\"\nshare = true\n", 1);
     std::fs::write(&config, text).unwrap();
@@ -263,4 +267,64 @@ async fn a_crash_fails_every_sessions_requests_and_the_next_session_restarts_the
     let restarted = the_one_server(&scratch).await;
     assert_ne!(restarted, pid, "a new child");
     assert_eq!(initializes_received(&scratch), 2);
+}
+
+#[tokio::test]
+async fn a_legacy_sse_session_and_a_streamable_http_session_share_the_child() {
+    let scratch = Scratch::new();
+    let proxy = start_with(&scratch, "legacy_sse = true\n");
+    let modern = session(&proxy, json!({})).await;
+
+    let http = client(None);
+    let response = http
+        .get(proxy.url("/mcp/sse"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    let mut legacy = SseStream::new(response);
+    let post_url = proxy.url(&legacy.next().await.expect("the endpoint event").data);
+    let post = |message: Value| {
+        let (http, url) = (http.clone(), post_url.clone());
+        async move {
+            let response = http
+                .post(url)
+                .header("content-type", "application/json")
+                .body(message.to_string())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::ACCEPTED);
+        }
+    };
+    post(json!({"jsonrpc":"2.0","id":2,"method":"initialize","params":{
+        "protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"legacy","version":"1"}}}))
+    .await;
+    let reply = legacy.next_message().await.expect("initialize").json();
+    assert_eq!(reply["id"], 2);
+    assert_eq!(
+        reply["result"]["serverInfo"]["name"],
+        "acs-proxy-demo-server"
+    );
+    post(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await;
+
+    // Id 2 from both sessions at once.
+    post(tool_call(2, "echo", json!({"text":"legacy"}))).await;
+    let (reply, _) = modern
+        .request(&tool_call(2, "echo", json!({"text":"modern"})))
+        .await;
+    assert_eq!(text_of(&reply), "modern");
+    let reply = loop {
+        let message = legacy.next_message().await.expect("the echo").json();
+        if message["id"] == 2
+            && message
+                .get("result")
+                .is_some_and(|r| r.get("content").is_some())
+        {
+            break message;
+        }
+    };
+    assert_eq!(text_of(&reply), "legacy");
+    the_one_server(&scratch).await;
+    assert_eq!(initializes_received(&scratch), 1);
 }
