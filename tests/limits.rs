@@ -296,3 +296,64 @@ async fn websocket_sessions_over_the_limit_are_closed_with_the_reason() {
     assert_eq!(limit_entries(&scratch, "session_requests").len(), 1);
     scratch.assert_audit_verifies();
 }
+
+#[tokio::test]
+async fn legacy_sse_sessions_are_limited_too() {
+    let scratch = Scratch::new();
+    let port = free_port();
+    let proxy = http_proxy(
+        &scratch,
+        "legacy_sse = true\n",
+        &format!(
+            "[limits]\nmax_requests_per_session = 1\n\n{}",
+            metrics_section(port)
+        ),
+    );
+    let http = client(None);
+    let response = http
+        .get(proxy.url("/mcp/sse"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut stream = SseStream::new(response);
+    let endpoint = stream.next().await.expect("the endpoint event");
+    let post_url = proxy.url(&endpoint.data);
+    let post = |message: Value| {
+        let http = http.clone();
+        let url = post_url.clone();
+        async move {
+            let status = http
+                .post(url)
+                .header("content-type", "application/json")
+                .body(message.to_string())
+                .send()
+                .await
+                .unwrap()
+                .status();
+            assert_eq!(status, StatusCode::ACCEPTED);
+        }
+    };
+    let reply_to = async |stream: &mut SseStream, id: Value| -> Value {
+        loop {
+            let message = stream.next_message().await.expect("a message").json();
+            if message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+        }
+    };
+    post(json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"legacy","version":"1"}}}))
+    .await;
+    assert!(reply_to(&mut stream, json!(0)).await["result"].is_object());
+    post(slow_call(1, 1500)).await;
+    post(tool_call(2, "echo", json!({"text":"x"}))).await;
+    assert_refused(
+        &reply_to(&mut stream, json!(2)).await,
+        "limits.max_requests_per_session",
+    );
+    assert!(reply_to(&mut stream, json!(1)).await["result"].is_object());
+    assert_eq!(refusals(port, "session_requests").await, 1);
+    assert_eq!(limit_entries(&scratch, "session_requests").len(), 1);
+}

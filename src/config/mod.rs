@@ -229,6 +229,22 @@ mod tests {
     }
 
     #[test]
+    fn share_is_for_spawned_servers() {
+        let config = Config::from_toml(
+            "t.toml",
+            "[[upstream]]\ncommand = [\"srv\"]\nshare = true\n",
+        )
+        .unwrap();
+        assert!(config.upstreams[0].share);
+        let err = Config::from_toml(
+            "t.toml",
+            "[[upstream]]\nurl = \"http://127.0.0.1:1/mcp\"\nshare = true\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("share"), "{err}");
+    }
+
+    #[test]
     fn remote_guardian_needs_an_endpoint_and_a_secret() {
         let err = Config::from_toml("t.toml", "[guardian]\nmode = \"remote\"\n").unwrap_err();
         assert!(err.to_string().contains("url"), "{err}");

@@ -26,6 +26,10 @@ pub struct UpstreamConfig {
     /// and again before SIGKILL.
     #[serde(default = "default_shutdown_grace_ms")]
     pub shutdown_grace_ms: u64,
+    /// One spawned server for every session of the route on the network
+    /// listeners, instead of one per session (see `transport::shared_child`).
+    #[serde(default)]
+    pub share: bool,
     /// A network server: `http(s)://…` (Streamable HTTP or legacy SSE) or `ws(s)://…`.
     #[serde(default)]
     pub url: Option<String>,
@@ -72,6 +76,7 @@ impl UpstreamConfig {
             env: BTreeMap::new(),
             cwd: None,
             shutdown_grace_ms: default_shutdown_grace_ms(),
+            share: false,
             url: None,
             transport: None,
             headers: BTreeMap::new(),
@@ -109,6 +114,11 @@ impl UpstreamConfig {
     /// Checks that the route names exactly one way to reach its server.
     pub fn validate(&self) -> Result<(), String> {
         let name = &self.name;
+        if self.share && self.url.is_some() {
+            return Err(format!(
+                "upstream \"{name}\": `share` applies to a spawned `command`, not to a `url`"
+            ));
+        }
         match (&self.url, self.command.is_empty()) {
             (Some(_), false) => Err(format!("upstream \"{name}\": set `command` or `url`, not both")),
             (None, true) => Err(format!(

@@ -1,6 +1,6 @@
 //! Sessions for network listeners: each MCP session a listener accepts
-//! gets its own upstream connection (a stdio server is spawned per session)
-//! and its own relay and audit chain.
+//! gets its own upstream connection (a stdio server is spawned per session,
+//! unless the route shares one) and its own relay and audit chain.
 
 use std::sync::Arc;
 
@@ -11,14 +11,15 @@ use super::run::{run_session, SessionContext};
 use uuid::Uuid;
 
 use crate::audit::{self, AuditLog, AuditRecord};
-use crate::config::Config;
+use crate::config::{Config, UpstreamConfig};
 use crate::enforce::Action;
 use crate::guardian::{DecisionSource, Disposition, Guardian};
 use crate::limits::{LimitExceeded, RequestBudget};
 use crate::metrics::METRICS;
 use crate::session::Direction;
 use crate::transport::downstream::{Downstream, SessionHandle, SessionStarter};
-use crate::transport::upstream;
+use crate::transport::shared_child::SharedChildren;
+use crate::transport::upstream::{self, Upstream, UpstreamError};
 
 /// Starts relay sessions on behalf of network listeners.
 pub struct RelaySessions {
@@ -26,6 +27,7 @@ pub struct RelaySessions {
     guardian: Arc<dyn Guardian>,
     audit: AuditLog,
     requests: Arc<RequestBudget>,
+    shared: SharedChildren,
     stop: CancellationToken,
 }
 
@@ -39,6 +41,7 @@ impl RelaySessions {
     ) -> Self {
         Self {
             requests: Arc::new(RequestBudget::new(&config.limits)),
+            shared: SharedChildren::default(),
             config,
             guardian,
             audit,
@@ -58,14 +61,7 @@ impl RelaySessions {
             .find(|u| u.name == route)
             .ok_or_else(|| format!("no upstream route named {route:?}"))?
             .clone();
-        let limits = &self.config.limits;
-        let upstream = upstream::connect(
-            &upstream_config,
-            limits.max_message_bytes,
-            limits.max_in_flight,
-        )
-        .await
-        .map_err(|err| {
+        let upstream = self.connect(&upstream_config).await.map_err(|err| {
             METRICS
                 .upstream_errors_total
                 .with_label_values(&[route, "connect"])
@@ -85,6 +81,17 @@ impl RelaySessions {
             tracing::debug!(?exit, "session ended");
         });
         Ok(SessionHandle { done })
+    }
+
+    /// The route's own upstream connection, or a hold on its shared child.
+    async fn connect(&self, config: &UpstreamConfig) -> Result<Upstream, UpstreamError> {
+        let limits = &self.config.limits;
+        if config.share && config.url.is_none() {
+            return self
+                .shared
+                .connect(config, limits.max_message_bytes, limits.max_in_flight);
+        }
+        upstream::connect(config, limits.max_message_bytes, limits.max_in_flight).await
     }
 
     /// A session refused before it started gets a chain of its own holding

@@ -5,12 +5,14 @@
 //!   with a hard size limit that never buffers an oversized line.
 //! - [`stdio`]: the proxy's own stdin/stdout as the downstream side.
 //! - [`child`]: an upstream MCP server spawned as a child process.
+//! - [`shared_child`]: one such server shared by every session of a route.
 //! - [`writer`]: the task that owns one outgoing byte stream.
 
 pub mod child;
 pub mod downstream;
 pub mod http;
 pub mod line;
+pub mod shared_child;
 pub mod sse;
 pub mod stdio;
 pub mod upstream;
