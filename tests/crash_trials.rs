@@ -24,7 +24,7 @@ use support::{proxy_bin, tool_call, Scratch};
 /// Trials per run.
 const TRIALS: usize = 100;
 /// Kills land within this long after the proxy is spawned.
-const MAX_KILL_DELAY_MS: u64 = 400;
+const MAX_KILL_DELAY_MS: u64 = 800;
 /// Requests each trial writes to the proxy up front.
 const CALLS_PER_TRIAL: usize = 250;
 /// Trials appending to one log before it is set aside (verifying a log
