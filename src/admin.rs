@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -13,13 +13,14 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 
+use crate::audit::AuditLog;
 use crate::metrics::METRICS;
 
 /// Readiness facts, set by the parts that know them.
 #[derive(Debug, Default)]
 pub struct Health {
     upstream_up: AtomicBool,
-    audit_ok: AtomicBool,
+    audit: OnceLock<AuditLog>,
     guardian_down: AtomicBool,
 }
 
@@ -34,9 +35,10 @@ impl Health {
         self.upstream_up.store(up, Ordering::Relaxed);
     }
 
-    /// Records whether the audit log accepts entries.
-    pub fn set_audit_ok(&self, ok: bool) {
-        self.audit_ok.store(ok, Ordering::Relaxed);
+    /// Makes readiness follow the audit log: not ready while it cannot be
+    /// written, ready again once a retry succeeds.
+    pub fn watch_audit(&self, log: AuditLog) {
+        let _ = self.audit.set(log);
     }
 
     /// Records whether a remote Guardian answers `system/ping`.
@@ -47,7 +49,7 @@ impl Health {
     /// Whether the proxy can serve traffic now.
     pub fn is_ready(&self) -> bool {
         self.upstream_up.load(Ordering::Relaxed)
-            && self.audit_ok.load(Ordering::Relaxed)
+            && self.audit.get().is_some_and(AuditLog::is_healthy)
             && !self.guardian_down.load(Ordering::Relaxed)
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use acs_proxy::admin::{self, Health};
-use acs_proxy::audit::{self, AuditLog, AuditSettings};
+use acs_proxy::audit::{self, AuditLog, AuditSettings, OnFailure};
 use acs_proxy::config::{Config, GuardianMode, ListenTransport};
 use acs_proxy::guardian::embedded::EmbeddedGuardian;
 use acs_proxy::guardian::remote::{self, RemoteGuardian};
@@ -174,13 +174,20 @@ fn run(args: RunArgs) -> ExitCode {
 }
 
 async fn serve(config: Arc<Config>) -> Result<ExitCode, String> {
+    survive_file_size_limit();
     let settings = AuditSettings {
         path: config.audit.path.clone(),
         fsync: config.audit.fsync,
     };
     let audit = AuditLog::open(&settings).map_err(|e| e.to_string())?;
+    if config.audit.on_failure == OnFailure::Allow {
+        tracing::warn!(
+            "[audit] on_failure = \"allow\": while the audit log cannot be written, \
+             traffic passes unrecorded"
+        );
+    }
     let health = Health::new();
-    health.set_audit_ok(true);
+    health.watch_audit(audit.clone());
     if let Some(address) = config.metrics.address {
         let bound = admin::serve(address, health.clone())
             .await
@@ -204,6 +211,18 @@ async fn serve(config: Arc<Config>) -> Result<ExitCode, String> {
             ExitCode::from(3)
         }
     })
+}
+
+/// A write past `RLIMIT_FSIZE` raises SIGXFSZ, whose default action kills
+/// the process; with a handler installed the write fails with EFBIG
+/// instead, and the audit log treats it like a full disk.
+fn survive_file_size_limit() {
+    let file_size_exceeded = tokio::signal::unix::SignalKind::from_raw(nix::libc::SIGXFSZ);
+    // The handler stays installed for the life of the process, so the
+    // stream itself can go.
+    if let Err(err) = tokio::signal::unix::signal(file_size_exceeded) {
+        tracing::warn!(%err, "cannot handle SIGXFSZ; a file size limit would end the process");
+    }
 }
 
 /// The network deployment (`[listen] transport = "http"` or `"ws"`): every

@@ -7,8 +7,8 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 use crate::hooks::mcp::method_label;
@@ -26,6 +26,9 @@ pub struct Metrics {
     pub audit_entries_total: IntCounter,
     /// `acs_proxy_audit_failures_total`: appends that could not be recorded.
     pub audit_failures_total: IntCounter,
+    /// `acs_proxy_audit_writable`: 1 while the audit log can be written,
+    /// 0 during a failure window.
+    pub audit_writable: IntGauge,
     /// `acs_proxy_sessions_active{route}`: sessions currently open, by
     /// upstream route (the upstream's name).
     pub sessions_active: IntGaugeVec,
@@ -115,6 +118,11 @@ impl Metrics {
             "Audit appends that could not be recorded",
         )
         .unwrap_or_else(|err| panic!("acs_proxy_audit_failures_total is malformed: {err}"));
+        let audit_writable = IntGauge::new(
+            "acs_proxy_audit_writable",
+            "1 while the audit log can be written, 0 while writes fail and are retried",
+        )
+        .unwrap_or_else(|err| panic!("acs_proxy_audit_writable is malformed: {err}"));
         let sessions_active = IntGaugeVec::new(
             Opts::new(
                 "acs_proxy_sessions_active",
@@ -140,6 +148,7 @@ impl Metrics {
             Box::new(guardian_request_seconds.clone()),
             Box::new(audit_entries_total.clone()),
             Box::new(audit_failures_total.clone()),
+            Box::new(audit_writable.clone()),
             Box::new(sessions_active.clone()),
             Box::new(integrity_events_total.clone()),
         ] {
@@ -154,6 +163,7 @@ impl Metrics {
             decision_seconds,
             audit_entries_total,
             audit_failures_total,
+            audit_writable,
             sessions_active,
             http_requests_total,
             upstream_errors_total,

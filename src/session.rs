@@ -282,6 +282,8 @@ pub struct Learned {
     pub initialize_result: Option<serde_json::Value>,
     /// Why the session is refused (sessionStart or inventory denied).
     pub refused: Option<String>,
+    /// The session start, while the audit log has not recorded it.
+    pub unrecorded_start: Option<crate::relay::lifecycle::UnrecordedStart>,
 }
 
 /// One MCP session through the proxy.

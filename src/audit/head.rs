@@ -10,17 +10,36 @@ use super::entry::ContextEntry;
 use super::record::AuditRecord;
 use super::AuditError;
 
-/// The next `entry_id` and the latest `entry_hash` of a session.
+/// The last entry of a chain: its `entry_id` (0 before the first) and
+/// `entry_hash`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Tip {
+    pub(crate) entry_id: u64,
+    pub(crate) hash: Option<String>,
+}
+
+/// The next `entry_id` and the latest `entry_hash` of a session, and the
+/// log epoch it was linked in.
 #[derive(Debug, Default)]
 pub(crate) struct ChainHead {
-    last_entry_id: u64,
-    hash: Option<String>,
+    tip: Tip,
+    epoch: u64,
 }
 
 impl ChainHead {
     /// The latest `entry_hash`, or `None` before the first entry.
     pub(crate) fn hash(&self) -> Option<&str> {
-        self.hash.as_deref()
+        self.tip.hash.as_deref()
+    }
+
+    /// Brings the head into the log's current `epoch`. When the log failed
+    /// or recovered since the last link, entries linked after `on_disk`
+    /// were refused, so the chain goes on from `on_disk` instead.
+    pub(crate) fn resync(&mut self, epoch: u64, on_disk: impl FnOnce() -> Tip) {
+        if self.epoch != epoch {
+            self.tip = on_disk();
+            self.epoch = epoch;
+        }
     }
 
     /// Makes `record` the next entry of `session_id`'s chain, stamped now.
@@ -45,13 +64,19 @@ impl ChainHead {
         record: AuditRecord,
         timestamp: String,
     ) -> Result<Linked, AuditError> {
-        let entry_id = self.last_entry_id + 1;
-        let mut entry = record.into_entry(session_id, entry_id, timestamp, self.hash.clone());
+        let entry_id = self.tip.entry_id + 1;
+        let mut entry = record.into_entry(session_id, entry_id, timestamp, self.tip.hash.clone());
         entry.entry_hash = entry_hash(&entry)?;
         let line = entry.to_json_line()?;
-        self.last_entry_id = entry_id;
-        self.hash = Some(entry.entry_hash.clone());
-        Ok(Linked { entry, line })
+        self.tip = Tip {
+            entry_id,
+            hash: Some(entry.entry_hash.clone()),
+        };
+        Ok(Linked {
+            entry,
+            line,
+            tip: self.tip.clone(),
+        })
     }
 }
 
@@ -62,6 +87,8 @@ pub(crate) struct Linked {
     pub(crate) entry: ContextEntry,
     /// `entry` serialized, newline included.
     pub(crate) line: Vec<u8>,
+    /// The chain's tip once this entry is in the file.
+    pub(crate) tip: Tip,
 }
 
 #[cfg(test)]
@@ -91,5 +118,28 @@ mod tests {
         );
         assert_eq!(head.hash(), Some(second.entry_hash.as_str()));
         assert_eq!(entry_hash(&second).unwrap(), second.entry_hash);
+    }
+
+    #[test]
+    fn a_new_epoch_rewinds_to_the_tip_on_disk() {
+        let mut head = ChainHead::default();
+        let first = head
+            .link("s", AuditRecord::new("a", "steps/sessionStart"))
+            .unwrap()
+            .entry;
+        head.link("s", AuditRecord::new("b", "steps/toolCallRequest"))
+            .unwrap();
+        let on_disk = Tip {
+            entry_id: 1,
+            hash: Some(first.entry_hash.clone()),
+        };
+        head.resync(0, || unreachable!("same epoch, no rewind"));
+        head.resync(1, || on_disk.clone());
+        let again = head
+            .link("s", AuditRecord::new("c", "steps/toolCallRequest"))
+            .unwrap()
+            .entry;
+        assert_eq!(again.entry_id, "2");
+        assert_eq!(again.previous_hash, Some(first.entry_hash));
     }
 }

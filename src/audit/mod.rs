@@ -11,10 +11,12 @@
 //!   unsealed chain cannot be seen from the file alone; a `steps/sessionEnd`
 //!   entry seals a chain so that its truncation shows.
 //! - **Nothing is dropped silently.** An entry is either queued for the
-//!   single writer or the caller gets an error. A failed write or fsync marks
-//!   the log unhealthy for good, and every later append returns
-//!   [`AuditError::Unavailable`], so callers fail closed instead of acting
-//!   without a record.
+//!   single writer or the caller gets an error. A failed write or fsync
+//!   marks the log unhealthy: the failed round is cut off the file, and
+//!   every append returns [`AuditError::Unavailable`] (callers fail closed,
+//!   or pass traffic by `[audit] on_failure`) until a retry writes the
+//!   entry that records the outage. Chains then continue from their last
+//!   written entry, so the file verifies across the outage.
 //! - **Durability is chosen, not implied.** [`FsyncMode::Always`] resolves an
 //!   append only once the fsync covering it is done; `Batch` and `Never` trade
 //!   that for latency (see [`FsyncMode`]).
@@ -29,9 +31,11 @@
 mod chain;
 mod entry;
 mod head;
+mod outage;
 mod record;
 mod session;
 mod settings;
+mod status;
 mod store;
 mod tail;
 mod verify;
@@ -43,13 +47,15 @@ use std::sync::Arc;
 
 pub use chain::{entry_hash, entry_hash_of, request_hash};
 pub use entry::{ContextEntry, ENFORCEMENT_STEP_TYPE, SESSION_END_STEP_TYPE};
+pub use outage::AUDIT_UNAVAILABLE_REASON;
 pub use record::AuditRecord;
 pub use session::{AppendReceipt, AuditChain};
-pub use settings::{AuditSettings, FsyncMode};
+pub use settings::{AuditSettings, FsyncMode, OnFailure};
 pub use store::AuditLog;
 pub use verify::{
     repair_torn_tail, verify_file, SessionReport, TornTail, VerifyError, VerifyReport,
 };
+pub use writer::RETRY_INTERVAL;
 
 /// Why an audit entry could not be hashed, recorded or made durable.
 ///
@@ -94,12 +100,12 @@ pub enum AuditError {
     NoRuntime,
 
     /// Writing or syncing the file failed; the log is now unhealthy.
-    #[error("audit log write failed: {0}")]
+    #[error("the audit log cannot be written: {0}")]
     Write(#[source] Arc<io::Error>),
 
-    /// The log is unhealthy after an earlier failure, or its writer stopped;
-    /// nothing more will be recorded.
-    #[error("audit log is unavailable after an earlier write failure")]
+    /// The log is unhealthy after a write failure and has not recovered
+    /// yet, or its writer stopped.
+    #[error("the audit log cannot be written (a write failed; retrying)")]
     Unavailable,
 
     /// A JSON value given as a ContextEntry is not shaped like one.

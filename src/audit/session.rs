@@ -6,12 +6,17 @@
 //! and enqueues under a short synchronous lock, so the order entries are
 //! linked in is the order they are queued in, and no lock is held across an
 //! `.await`.
+//!
+//! The chain also knows its last entry that reached the file (the writer
+//! reports each one). When a write fails, the entries after it are refused,
+//! and the next link after the log recovers continues from that entry, so
+//! the file never holds a link to an entry it does not have.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::head::ChainHead;
+use super::head::{ChainHead, Tip};
 use super::record::AuditRecord;
 use super::settings::FsyncMode;
 use super::store::AuditLog;
@@ -36,9 +41,27 @@ pub struct AuditChain {
 }
 
 #[derive(Debug)]
-struct State {
+pub(crate) struct State {
     session_id: String,
     head: Mutex<ChainHead>,
+    /// The last entry the writer put in the file.
+    on_disk: Mutex<Tip>,
+}
+
+/// One queued entry, as the writer reports it back to its chain once it
+/// is in the file.
+#[derive(Debug)]
+pub(crate) struct Written {
+    chain: Arc<State>,
+    tip: Tip,
+}
+
+impl Written {
+    /// Records that the entry is in the file. Entries of a chain are
+    /// written in order, so the latest report is the chain's tip on disk.
+    pub(crate) fn settle(self) {
+        *lock(&self.chain.on_disk) = self.tip;
+    }
 }
 
 /// Resolves when the writer has synced an entry (`Always` mode only).
@@ -52,6 +75,7 @@ impl AuditChain {
             state: Arc::new(State {
                 session_id: session_id.to_owned(),
                 head: Mutex::new(ChainHead::default()),
+                on_disk: Mutex::new(Tip::default()),
             }),
         }
     }
@@ -64,7 +88,9 @@ impl AuditChain {
     /// The latest `entry_hash` (the session's `chain_hash`), `None` before
     /// the first append.
     pub fn head(&self) -> Option<String> {
-        self.lock_head().hash().map(str::to_owned)
+        let mut head = self.lock_head();
+        self.resync(&mut head);
+        head.hash().map(str::to_owned)
     }
 
     /// Records `record` as the session's next entry.
@@ -74,12 +100,17 @@ impl AuditChain {
     /// be on disk: callers must fail closed. Cancelling the future after the
     /// entry was queued does not withdraw it.
     pub async fn append(&self, record: AuditRecord) -> Result<AppendReceipt, AuditError> {
-        self.log.ensure_healthy()?;
+        let refused = |error| {
+            self.log.status().count_refused();
+            error
+        };
+        self.log.ensure_healthy().map_err(refused)?;
         let permit = self.log.reserve().await?;
         // The log may have failed while we waited; don't queue behind that.
-        self.log.ensure_healthy()?;
+        self.log.ensure_healthy().map_err(refused)?;
         let (receipt, durable) = self.link_and_enqueue(permit, record)?;
         if let Some(durable) = durable {
+            // The writer counts the entries it refuses.
             durable.await.map_err(|_| AuditError::Unavailable)??;
         }
         Ok(receipt)
@@ -101,10 +132,17 @@ impl AuditChain {
             FsyncMode::Batch | FsyncMode::Never => (None, None),
         };
         let mut head = self.lock_head();
+        let epoch = self.resync(&mut head);
         let linked = head.link(&self.state.session_id, record)?;
+        let written = Written {
+            chain: Arc::clone(&self.state),
+            tip: linked.tip,
+        };
         permit.send(Command::Append {
             line: linked.line,
             ack,
+            epoch,
+            written,
         });
         drop(head);
         let receipt = AppendReceipt {
@@ -114,14 +152,24 @@ impl AuditChain {
         Ok((receipt, durable))
     }
 
-    fn lock_head(&self) -> MutexGuard<'_, ChainHead> {
-        // The head changes only after everything fallible succeeded, so a
-        // panic elsewhere while locked cannot leave it half-updated.
-        self.state
-            .head
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    /// Rewinds `head` to the entry on disk if the log failed or recovered
+    /// since it last linked; returns the epoch it is now in.
+    fn resync(&self, head: &mut ChainHead) -> u64 {
+        let epoch = self.log.status().epoch();
+        head.resync(epoch, || lock(&self.state.on_disk).clone());
+        epoch
     }
+
+    fn lock_head(&self) -> MutexGuard<'_, ChainHead> {
+        lock(&self.state.head)
+    }
+}
+
+/// The head and the tip on disk change only after everything fallible
+/// succeeded, so a panic elsewhere while locked cannot leave them
+/// half-updated.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -36,6 +36,20 @@ pub enum FsyncMode {
     Never,
 }
 
+/// What happens to traffic while the audit log cannot be written
+/// (`[audit] on_failure`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnFailure {
+    /// Fail closed: every message whose entry cannot be written is refused
+    /// (JSON-RPC -32013). Nothing moves without a record.
+    #[default]
+    Deny,
+    /// Fail open: decisions are enforced as usual but go unrecorded; each
+    /// failure window is logged as an error and counted in the metrics.
+    Allow,
+}
+
 impl FsyncMode {
     /// The longest `Batch` lets written entries stay unsynced.
     pub const BATCH_INTERVAL: Duration = Duration::from_millis(50);
@@ -60,5 +74,19 @@ mod tests {
         assert!(
             toml::from_str::<Wrapper>("[audit]\npath = \"a\"\nfsync = \"Sometimes\"\n").is_err()
         );
+    }
+
+    #[test]
+    fn on_failure_reads_lowercase_and_defaults_to_deny() {
+        #[derive(Deserialize)]
+        struct Audit {
+            #[serde(default)]
+            on_failure: OnFailure,
+        }
+        let allow: Audit = toml::from_str("on_failure = \"allow\"\n").unwrap();
+        assert_eq!(allow.on_failure, OnFailure::Allow);
+        let default: Audit = toml::from_str("").unwrap();
+        assert_eq!(default.on_failure, OnFailure::Deny);
+        assert!(toml::from_str::<Audit>("on_failure = \"Allow\"\n").is_err());
     }
 }

@@ -8,7 +8,6 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::runtime::Handle;
@@ -16,6 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::session::AuditChain;
 use super::settings::{AuditSettings, FsyncMode};
+use super::status::Status;
 use super::tail::unterminated_tail;
 use super::writer::{Command, Writer};
 use super::AuditError;
@@ -32,7 +32,7 @@ pub struct AuditLog {
 #[derive(Debug)]
 struct Shared {
     commands: mpsc::Sender<Command>,
-    healthy: Arc<AtomicBool>,
+    status: Arc<Status>,
     path: PathBuf,
     fsync: FsyncMode,
 }
@@ -48,20 +48,28 @@ impl AuditLog {
     pub fn open(settings: &AuditSettings) -> Result<Self, AuditError> {
         let runtime = Handle::try_current().map_err(|_| AuditError::NoRuntime)?;
         let file = open_for_append(&settings.path)?;
+        let length = file
+            .metadata()
+            .map_err(|source| AuditError::Open {
+                path: settings.path.clone(),
+                source,
+            })?
+            .len();
         let (commands, queue) = mpsc::channel(QUEUE_CAPACITY);
-        let healthy = Arc::new(AtomicBool::new(true));
+        let status = Arc::new(Status::healthy());
         let writer = Writer::new(
             file,
             settings.path.clone(),
             settings.fsync,
             queue,
-            Arc::clone(&healthy),
+            Arc::clone(&status),
+            length,
         );
         runtime.spawn(writer.run());
         Ok(Self {
             shared: Arc::new(Shared {
                 commands,
-                healthy,
+                status,
                 path: settings.path.clone(),
                 fsync: settings.fsync,
             }),
@@ -77,10 +85,16 @@ impl AuditLog {
         AuditChain::new(self.clone(), session_id)
     }
 
-    /// False once a write or fsync has failed; from then on every append
-    /// fails with [`AuditError::Unavailable`]. Readiness probes use this.
+    /// False from a failed write or fsync until a retry succeeds; in
+    /// between every append fails with [`AuditError::Unavailable`].
+    /// Readiness probes use this.
     pub fn is_healthy(&self) -> bool {
-        self.shared.healthy.load(Ordering::Acquire)
+        self.shared.status.is_healthy()
+    }
+
+    /// The state shared with the writer.
+    pub(crate) fn status(&self) -> &Status {
+        &self.shared.status
     }
 
     /// The log file.

@@ -11,18 +11,32 @@
 //! write and per flush (see BENCHMARKS.md, "Where the time goes"). The
 //! fsync, which can take milliseconds, still runs on the blocking pool so it
 //! never stalls the runtime the sessions share.
+//!
+//! A failed write or fsync (full disk, file size limit, I/O error) opens a
+//! failure window: the round's bytes are cut off again so the file never
+//! keeps half a line, its entries and everything queued behind them are
+//! refused, and every [`RETRY_INTERVAL`] the writer tries to write the
+//! entry recording the [`Outage`]. Once that works, appends are accepted
+//! again and each chain continues from its last written entry.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use super::outage::Outage;
+use super::session::Written;
 use super::settings::FsyncMode;
+use super::status::Status;
 use super::AuditError;
+use crate::metrics::METRICS;
+
+/// How often a failed log tries to write again.
+pub const RETRY_INTERVAL: Duration = Duration::from_millis(500);
 
 /// How a waiter learns whether its part of a round reached the disk.
 pub(crate) type Ack = oneshot::Sender<Result<(), AuditError>>;
@@ -31,8 +45,14 @@ pub(crate) type Ack = oneshot::Sender<Result<(), AuditError>>;
 #[derive(Debug)]
 pub(crate) enum Command {
     /// One finished JSONL line; `ack` is set only in `Always` mode, where
-    /// the appender waits for the covering fsync.
-    Append { line: Vec<u8>, ack: Option<Ack> },
+    /// the appender waits for the covering fsync. `epoch` is the log epoch
+    /// it was linked in; `written` reports it to its chain once written.
+    Append {
+        line: Vec<u8>,
+        ack: Option<Ack>,
+        epoch: u64,
+        written: Written,
+    },
     /// Answer once everything queued before is written and synced.
     Flush { ack: Ack },
 }
@@ -42,21 +62,45 @@ pub(crate) enum Command {
 struct Round {
     bytes: Vec<u8>,
     waiters: Vec<Ack>,
+    written: Vec<Written>,
     sync_requested: bool,
+    /// Appends whose appender waits for the outcome (`Always`).
+    awaited: u64,
+    /// Appends already acknowledged when queued (`Batch`, `Never`).
+    acknowledged: u64,
 }
 
 impl Round {
-    fn add(&mut self, command: Command) {
+    /// Adds `command`, or refuses it at once when it was linked in an
+    /// epoch before `epoch`: it may link to an entry that was refused.
+    /// Returns how many acknowledged entries that refusal lost.
+    fn add(&mut self, command: Command, epoch: u64, status: &Status) -> u64 {
         match command {
-            Command::Append { line, ack } => {
+            Command::Append {
+                line,
+                ack,
+                epoch: linked_in,
+                written,
+            } => {
+                if linked_in != epoch {
+                    return refuse_stale(ack, status);
+                }
                 self.bytes.extend_from_slice(&line);
-                self.waiters.extend(ack);
+                match ack {
+                    Some(ack) => {
+                        self.awaited += 1;
+                        self.waiters.push(ack);
+                    }
+                    None => self.acknowledged += 1,
+                }
+                self.written.push(written);
             }
             Command::Flush { ack } => {
                 self.sync_requested = true;
                 self.waiters.push(ack);
             }
         }
+        0
     }
 
     /// Tells every waiter the round's outcome. A waiter that went away (its
@@ -65,6 +109,27 @@ impl Round {
         for waiter in self.waiters {
             let _ = waiter.send(outcome());
         }
+    }
+
+    /// Everything is in the file: tell the chains, then the waiters.
+    fn settle(mut self) {
+        for written in self.written.drain(..) {
+            written.settle();
+        }
+        self.answer(|| Ok(()));
+    }
+}
+
+/// Refuses an append linked before the log last failed or recovered;
+/// returns 1 if it was acknowledged already (and so is lost), else 0.
+fn refuse_stale(ack: Option<Ack>, status: &Status) -> u64 {
+    match ack {
+        Some(ack) => {
+            status.count_refused();
+            let _ = ack.send(Err(AuditError::Unavailable));
+            0
+        }
+        None => 1,
     }
 }
 
@@ -75,29 +140,41 @@ pub(crate) struct Writer {
     path: PathBuf,
     mode: FsyncMode,
     commands: mpsc::Receiver<Command>,
-    healthy: Arc<AtomicBool>,
+    status: Arc<Status>,
     /// Bytes were written since the last sync.
     unsynced: bool,
     last_sync: Instant,
+    /// Length of the file through the last round that succeeded; a failed
+    /// round is cut back to it.
+    committed_len: u64,
+    /// The failure window the log is in, if any.
+    outage: Option<Outage>,
+    retry_at: Instant,
 }
 
 impl Writer {
-    /// Creates the writer; `healthy` is shared with every log handle.
+    /// Creates the writer; `status` is shared with every log handle, and
+    /// `committed_len` is the file's length when opened.
     pub(crate) fn new(
         file: File,
         path: PathBuf,
         mode: FsyncMode,
         commands: mpsc::Receiver<Command>,
-        healthy: Arc<AtomicBool>,
+        status: Arc<Status>,
+        committed_len: u64,
     ) -> Self {
+        METRICS.audit_writable.set(1);
         Self {
             file: Arc::new(file),
             path,
             mode,
             commands,
-            healthy,
+            status,
             unsynced: false,
             last_sync: Instant::now(),
+            committed_len,
+            outage: None,
+            retry_at: Instant::now(),
         }
     }
 
@@ -112,52 +189,81 @@ impl Writer {
         }
     }
 
-    /// Waits for the next command; in `Batch` mode it meanwhile syncs
-    /// written data once the interval since the last sync has passed, so a
-    /// quiet log is durable within [`FsyncMode::BATCH_INTERVAL`].
+    /// Waits for the next command. Meanwhile, in a failure window, it
+    /// retries every [`RETRY_INTERVAL`]; in `Batch` mode it syncs written
+    /// data once the interval since the last sync has passed, so a quiet
+    /// log is durable within [`FsyncMode::BATCH_INTERVAL`].
     async fn next_command(&mut self) -> Option<Command> {
         loop {
-            if !(self.mode == FsyncMode::Batch && self.unsynced) {
+            let deadline = if self.outage.is_some() {
+                self.retry_at
+            } else if self.mode == FsyncMode::Batch && self.unsynced {
+                self.last_sync + FsyncMode::BATCH_INTERVAL
+            } else {
                 return self.commands.recv().await;
-            }
-            let deadline = self.last_sync + FsyncMode::BATCH_INTERVAL;
+            };
             tokio::select! {
                 command = self.commands.recv() => return command,
-                () = tokio::time::sleep_until(deadline) => self.sync_or_fail().await,
+                () = tokio::time::sleep_until(deadline) => self.on_deadline().await,
             }
+        }
+    }
+
+    async fn on_deadline(&mut self) {
+        if self.outage.is_some() {
+            self.retry().await;
+        } else {
+            self.sync_or_fail().await;
         }
     }
 
     /// Takes everything already queued, up to the queue's capacity so one
     /// round cannot grow without bound while appenders keep refilling it.
     fn drain(&mut self, first: Command) -> Round {
+        let epoch = self.status.epoch();
         let mut round = Round::default();
-        round.add(first);
+        let mut lost = round.add(first, epoch, &self.status);
         for _ in 1..self.commands.max_capacity() {
             match self.commands.try_recv() {
-                Ok(command) => round.add(command),
+                Ok(command) => lost += round.add(command, epoch, &self.status),
                 Err(_) => break,
             }
+        }
+        if let Some(outage) = &mut self.outage {
+            outage.lose(lost);
         }
         round
     }
 
     async fn commit(&mut self, round: Round) {
-        if !self.healthy.load(Ordering::Acquire) {
-            // After a failure nothing more is written: appending behind a
-            // possibly half-written line would corrupt the file's tail.
-            round.answer(|| Err(AuditError::Unavailable));
+        if !self.status.is_healthy() {
+            self.refuse(round, || AuditError::Unavailable);
             return;
         }
         let sync = round.sync_requested || self.sync_due();
         match self.write(&round.bytes, sync).await {
-            Ok(()) => round.answer(|| Ok(())),
+            Ok(()) => {
+                self.committed_len += round.bytes.len() as u64;
+                round.settle();
+            }
             Err(error) => {
                 let error = Arc::new(error);
                 self.fail(&error);
-                round.answer(|| Err(AuditError::Write(Arc::clone(&error))));
+                self.refuse(round, || AuditError::Write(Arc::clone(&error)));
             }
         }
+    }
+
+    /// Answers a round that was not written. Its appenders that wait are
+    /// refused; those acknowledged already lost their entries.
+    fn refuse(&mut self, round: Round, error: impl Fn() -> AuditError) {
+        for _ in 0..round.awaited {
+            self.status.count_refused();
+        }
+        if let Some(outage) = &mut self.outage {
+            outage.lose(round.acknowledged);
+        }
+        round.answer(|| Err(error()));
     }
 
     /// Whether this round's write must be synced before answering.
@@ -192,21 +298,85 @@ impl Writer {
         Ok(())
     }
 
-    /// A sync nobody waits for; its failure still makes the log unhealthy.
+    /// A sync nobody waits for; its failure still opens a failure window.
     async fn sync_or_fail(&mut self) {
         if let Err(error) = self.sync().await {
             self.fail(&error);
         }
     }
 
+    /// Opens (or extends) a failure window: refuses appends, removes what
+    /// the failed round may have left, and schedules the retry.
     fn fail(&mut self, error: &io::Error) {
         self.unsynced = false;
-        if self.healthy.swap(false, Ordering::AcqRel) {
+        self.retry_at = Instant::now() + RETRY_INTERVAL;
+        METRICS.audit_writable.set(0);
+        if self.status.fail() {
+            // Refusals counted from here on belong to this window.
+            self.status.take_refused();
+            self.outage = Some(Outage::begin(error));
             tracing::error!(
                 path = %self.path.display(),
                 %error,
-                "audit log write failed; no further entries will be recorded"
+                retry_ms = RETRY_INTERVAL.as_millis() as u64,
+                "the audit log cannot be written; entries are refused until a retry succeeds"
             );
+        }
+        self.cut_back();
+    }
+
+    /// Truncates the file to the end of the last round that succeeded, so
+    /// a failed round leaves no partial line behind. If that fails too the
+    /// retry truncates first.
+    fn cut_back(&self) -> bool {
+        match self.file.set_len(self.committed_len) {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::debug!(%error, "cannot cut the audit log back yet");
+                false
+            }
+        }
+    }
+
+    /// Tries to end the failure window by writing the entry that records
+    /// it; on success appends are accepted again.
+    async fn retry(&mut self) {
+        let Some(outage) = &self.outage else {
+            return;
+        };
+        self.retry_at = Instant::now() + RETRY_INTERVAL;
+        if !self.cut_back() {
+            return;
+        }
+        let refused = self.status.refused();
+        let (elapsed, lost) = (outage.elapsed_secs(), outage.lost());
+        let line = match outage.entry_line(refused) {
+            Ok(line) => line,
+            Err(error) => {
+                tracing::error!(%error, "cannot build the audit outage entry");
+                return;
+            }
+        };
+        match self.write(&line, true).await {
+            Ok(()) => {
+                self.committed_len += line.len() as u64;
+                self.outage = None;
+                self.status.take_refused();
+                self.status.recover();
+                METRICS.audit_writable.set(1);
+                tracing::warn!(
+                    path = %self.path.display(),
+                    outage_secs = elapsed,
+                    refused,
+                    lost,
+                    "the audit log is writable again; the outage is recorded in it"
+                );
+            }
+            Err(error) => {
+                self.unsynced = false;
+                self.cut_back();
+                tracing::debug!(%error, "audit log retry failed");
+            }
         }
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::audit::FsyncMode;
+use crate::audit::{FsyncMode, OnFailure};
 
 /// The audit log.
 #[derive(Debug, Clone, Deserialize)]
@@ -22,6 +22,10 @@ pub struct AuditConfig {
     /// log carries no secrets that passed through the proxy.
     #[serde(default)]
     pub record_content: bool,
+    /// What traffic does while the log cannot be written: `deny` (refused
+    /// with -32013) or `allow` (passes unrecorded).
+    #[serde(default)]
+    pub on_failure: OnFailure,
 }
 
 impl Default for AuditConfig {
@@ -30,6 +34,7 @@ impl Default for AuditConfig {
             path: default_audit_path(),
             fsync: FsyncMode::default(),
             record_content: false,
+            on_failure: OnFailure::default(),
         }
     }
 }

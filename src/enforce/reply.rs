@@ -5,11 +5,15 @@
 //! model sees why and can adapt. Any other denied request, and a denied
 //! response, becomes a JSON-RPC error with code
 //! [`codes::POLICY_DENIED`](crate::jsonrpc::codes::POLICY_DENIED) and
-//! `data: {decision, reasoning, reason_codes, audit_entry_id}`.
+//! `data: {decision, reasoning, reason_codes, audit_entry_id}`. A message
+//! refused because the audit log cannot record it is not the policy's
+//! answer: it is always a JSON-RPC error, code
+//! [`codes::AUDIT_UNAVAILABLE`](crate::jsonrpc::codes::AUDIT_UNAVAILABLE).
 
 use bytes::Bytes;
 use serde_json::{json, Value};
 
+use crate::audit::AUDIT_UNAVAILABLE_REASON;
 use crate::guardian::Decision;
 use crate::jsonrpc::{codes, error_response, RequestId};
 
@@ -25,12 +29,22 @@ pub struct Denial<'a> {
 }
 
 impl<'a> Denial<'a> {
-    /// A policy denial.
-    pub fn policy(decision: &'a Decision, audit_entry_id: Option<&'a str>) -> Self {
+    /// The denial `decision` calls for: -32013 when it stands in for a
+    /// decision the audit log could not record, else a policy denial.
+    pub fn of(decision: &'a Decision, audit_entry_id: Option<&'a str>) -> Self {
+        let audit_failed = decision
+            .reason_codes
+            .iter()
+            .any(|code| code == AUDIT_UNAVAILABLE_REASON);
+        let code = if audit_failed {
+            codes::AUDIT_UNAVAILABLE
+        } else {
+            codes::POLICY_DENIED
+        };
         Self {
             decision,
             audit_entry_id,
-            code: codes::POLICY_DENIED,
+            code,
         }
     }
 
@@ -53,7 +67,7 @@ impl<'a> Denial<'a> {
 
 /// The reply to the sender of a blocked request with this `method`.
 pub fn blocked_request(id: &RequestId, method: &str, denial: &Denial<'_>) -> Bytes {
-    if method == "tools/call" {
+    if method == "tools/call" && denial.code == codes::POLICY_DENIED {
         return denied_tool_result(id, denial);
     }
     error_reply(id, denial)
@@ -91,7 +105,7 @@ mod tests {
     fn denied_tool_call_is_an_error_result_with_reasoning() {
         let decision = Decision::deny("shell tools are blocked", None);
         let id = RequestId::from_json("5");
-        let bytes = blocked_request(&id, "tools/call", &Denial::policy(&decision, Some("3")));
+        let bytes = blocked_request(&id, "tools/call", &Denial::of(&decision, Some("3")));
         let reply: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(reply["id"], 5);
         assert_eq!(reply["result"]["isError"], true);
@@ -105,7 +119,7 @@ mod tests {
     fn other_denials_are_json_rpc_errors_with_data() {
         let decision = Decision::deny("no", Some("approver_unavailable"));
         let id = RequestId::from_json("\"r\"");
-        let bytes = blocked_request(&id, "resources/read", &Denial::policy(&decision, Some("9")));
+        let bytes = blocked_request(&id, "resources/read", &Denial::of(&decision, Some("9")));
         let reply: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(reply["error"]["code"], codes::POLICY_DENIED);
         assert_eq!(
@@ -113,5 +127,21 @@ mod tests {
             "approver_unavailable"
         );
         assert_eq!(reply["error"]["data"]["audit_entry_id"], "9");
+    }
+
+    #[test]
+    fn audit_refusals_are_errors_even_for_tool_calls() {
+        let decision = Decision::deny(
+            "the audit log cannot be written",
+            Some(AUDIT_UNAVAILABLE_REASON),
+        );
+        let id = RequestId::from_json("1");
+        let bytes = blocked_request(&id, "tools/call", &Denial::of(&decision, None));
+        let reply: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(reply["error"]["code"], codes::AUDIT_UNAVAILABLE);
+        assert!(reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("audit log cannot be written"));
     }
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::{self, AppendReceipt, AuditError, AuditRecord};
+use crate::audit::{self, AppendReceipt, AuditError, AuditRecord, OnFailure};
 use crate::enforce::Action;
 use crate::guardian::{BatchAnswer, Decision, DecisionSource, FailurePosture, GuardianError};
 use crate::hooks::HookRequest;
@@ -33,6 +33,11 @@ pub struct Decided {
     /// Why the posture applied, when it did.
     pub failure: Option<String>,
 }
+
+/// What appending an entry gave: its receipt, or `None` when the log could
+/// not record it and `[audit] on_failure = "allow"` lets the message go on
+/// unrecorded.
+pub type Recorded = Option<AppendReceipt>;
 
 /// The MCP message a hook or enforcement event is about.
 #[derive(Debug, Clone)]
@@ -285,7 +290,7 @@ pub async fn record_hook(
     context: &MessageContext,
     action: Action,
     detail: Option<String>,
-) -> Result<AppendReceipt, AuditError> {
+) -> Result<Recorded, AuditError> {
     let params = hook.params(session.metadata());
     let decision = &decided.decision;
     let mut record = AuditRecord::new(hook.request_id.to_string(), hook.method.as_str())
@@ -325,7 +330,7 @@ pub async fn record_event(
     context: &MessageContext,
     action: Action,
     detail: String,
-) -> Result<AppendReceipt, AuditError> {
+) -> Result<Recorded, AuditError> {
     let mut record = AuditRecord::new(step_id, audit::ENFORCEMENT_STEP_TYPE)
         .decision(decision.decision.as_str())
         .decision_source(DecisionSource::Proxy)
@@ -349,16 +354,36 @@ fn with_context(record: AuditRecord, context: &MessageContext, action: Action) -
     record
 }
 
-async fn append(session: &Session, record: AuditRecord) -> Result<AppendReceipt, AuditError> {
+/// Appends `record`; a failure is an error only when `[audit] on_failure`
+/// is `deny`. The writer logs each failure window once; single appends are
+/// only counted, so an outage does not flood the log.
+async fn append(session: &Session, record: AuditRecord) -> Result<Recorded, AuditError> {
     match session.audit.append(record).await {
         Ok(receipt) => {
             METRICS.audit_entries_total.inc();
-            Ok(receipt)
+            Ok(Some(receipt))
         }
         Err(err) => {
             METRICS.audit_failures_total.inc();
-            tracing::error!(%err, "audit append failed; failing closed");
-            Err(err)
+            match session.config.audit.on_failure {
+                OnFailure::Deny => {
+                    tracing::debug!(%err, "audit append failed; failing closed");
+                    Err(err)
+                }
+                OnFailure::Allow => {
+                    tracing::debug!(%err, "audit append failed; on_failure = allow passes it");
+                    Ok(None)
+                }
+            }
         }
     }
+}
+
+/// The deny that stands in for a decision the audit log could not record:
+/// nothing passes without a record. Replies to it carry -32013.
+pub fn audit_refusal(err: &AuditError) -> Decision {
+    Decision::deny(
+        format!("{err}; the message was refused"),
+        Some(audit::AUDIT_UNAVAILABLE_REASON),
+    )
 }

@@ -11,9 +11,9 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::decide::{self, MessageContext};
-use super::inventory;
 use super::pump::Outcome;
 use super::stage::{self, Flow, Passage};
+use super::{inventory, lifecycle};
 use crate::enforce::reply::{self, Denial};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::Decision;
@@ -117,7 +117,9 @@ pub async fn handle_message(
     }
 }
 
-/// A session whose start (or inventory) was denied serves nothing more.
+/// A session whose start (or inventory) was denied serves nothing more;
+/// one whose start the audit log has not recorded yet serves nothing until
+/// it has.
 async fn refused(
     session: &Session,
     direction: Direction,
@@ -125,6 +127,12 @@ async fn refused(
 ) -> Option<Vec<Delivery>> {
     if direction != Direction::ClientToServer {
         return None;
+    }
+    let unrecorded = session.learned().unrecorded_start.is_some();
+    if unrecorded {
+        if let Err(err) = lifecycle::record_unrecorded_start(session).await {
+            return Some(refuse_unrecorded(message, &err));
+        }
     }
     let reason = session.learned().refused.clone()?;
     let decision = Decision::deny(format!("the session was refused: {reason}"), None);
@@ -144,15 +152,32 @@ async fn refused(
         "session refused".into(),
     )
     .await;
-    let entry = receipt.as_ref().ok().map(|r| r.entry_id.as_str());
+    let entry = receipt
+        .as_ref()
+        .ok()
+        .and_then(Option::as_ref)
+        .map(|r| r.entry_id.as_str());
     Some(match (&message.kind, &message.id) {
         (MessageKind::Request, Some(id)) => vec![Delivery::Reply(reply::blocked_request(
             id,
             message.method(),
-            &Denial::policy(&decision, entry),
+            &Denial::of(&decision, entry),
         ))],
         _ => Vec::new(),
     })
+}
+
+/// A request is answered -32013; anything else is dropped.
+fn refuse_unrecorded(message: &Message, err: &crate::audit::AuditError) -> Vec<Delivery> {
+    let decision = decide::audit_refusal(err);
+    match (&message.kind, &message.id) {
+        (MessageKind::Request, Some(id)) => vec![Delivery::Reply(reply::blocked_request(
+            id,
+            message.method(),
+            &Denial::of(&decision, None),
+        ))],
+        _ => Vec::new(),
+    }
 }
 
 fn context_of(direction: Direction, message: &Message, mcp_method: &str) -> MessageContext {
@@ -237,7 +262,7 @@ async fn handle_request(
             Passage::Through { tool_call_request } => tool_call_request,
             Passage::Blocked { decision, entry_id } => {
                 pending.remove_blocked(&id);
-                let denial = Denial::policy(&decision, entry_id.as_deref());
+                let denial = Denial::of(&decision, entry_id.as_deref());
                 return vec![Delivery::Reply(reply::blocked_request(
                     &id, &method, &denial,
                 ))];
@@ -323,7 +348,7 @@ async fn handle_response(
     match stage::run_all(session, stages, &mut doc, &flow, &cancel, &mut None).await {
         Passage::Through { .. } => {}
         Passage::Blocked { decision, entry_id } => {
-            let denial = Denial::policy(&decision, entry_id.as_deref());
+            let denial = Denial::of(&decision, entry_id.as_deref());
             return vec![Delivery::Forward(reply::blocked_response(
                 &id,
                 &request.method,
@@ -335,7 +360,7 @@ async fn handle_response(
     if let Some(blocked) =
         inventory::observe_response(session, &request.method, &doc.value, &flow.context).await
     {
-        let denial = Denial::policy(&blocked.decision, blocked.entry_id.as_deref());
+        let denial = Denial::of(&blocked.decision, blocked.entry_id.as_deref());
         return vec![Delivery::Forward(reply::blocked_response(
             &id,
             &request.method,

@@ -184,6 +184,10 @@ async fn emit_snapshot(session: &Session, inventory: Option<Inventory>) -> Optio
         mcp_id: None,
     };
     let blocked = decide_inventory(session, &hook, &context).await;
+    if blocked.as_ref().is_some_and(|b| audit_failed(&b.decision)) {
+        // Not reported yet; the next complete list response tries again.
+        return blocked;
+    }
     let mut learned = session.learned();
     learned.snapshot_sent = true;
     learned.inventory = inventory;
@@ -194,6 +198,14 @@ async fn emit_snapshot(session: &Session, inventory: Option<Inventory>) -> Optio
         ));
     }
     blocked
+}
+
+/// Whether the deny stands in for a decision the audit log could not take.
+fn audit_failed(decision: &Decision) -> bool {
+    decision
+        .reason_codes
+        .iter()
+        .any(|code| code == crate::audit::AUDIT_UNAVAILABLE_REASON)
 }
 
 async fn emit_changed(
@@ -233,13 +245,10 @@ async fn decide_inventory(
         (false, Ok(_)) => None,
         (true, Ok(receipt)) => Some(Blocked {
             decision: decided.decision,
-            entry_id: Some(receipt.entry_id),
+            entry_id: receipt.map(|receipt| receipt.entry_id),
         }),
         (_, Err(err)) => Some(Blocked {
-            decision: Decision::deny(
-                format!("the audit log cannot record ({err}); failing closed"),
-                Some("audit_unavailable"),
-            ),
+            decision: decide::audit_refusal(&err),
             entry_id: None,
         }),
     }

@@ -1,11 +1,17 @@
 //! Session start and end: the handshake with the Guardian and
 //! `steps/sessionStart` before the first client message moves, and
 //! `steps/sessionEnd` sealing the audit chain when either side closes.
+//!
+//! A `steps/sessionStart` the audit log cannot take (it is failing, and
+//! `[audit] on_failure` is `deny`) does not end the session: it is
+//! recorded again before each later client message, and until that works
+//! the client's messages are refused, so no chain lacks its start.
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::decide::{self, MessageContext};
+use super::decide::{self, Decided, MessageContext};
+use crate::audit::AuditError;
 use crate::config::{PostureSetting, StartupPosture};
 use crate::enforce::Action;
 use crate::guardian::remote::wire::codes;
@@ -17,11 +23,44 @@ use crate::hooks::{self, HookRequest, Metadata};
 use crate::jsonrpc::Frame;
 use crate::session::{Direction, Session};
 
-/// Runs the session start the first time the client sends anything.
+/// A decided `steps/sessionStart` the audit log has not taken yet.
+#[derive(Debug, Clone)]
+pub struct UnrecordedStart {
+    hook: HookRequest,
+    decided: Decided,
+}
+
+/// Runs the session start the first time the client sends anything, and
+/// later retries recording it if the audit log could not.
 pub async fn start_once(session: &Session, first: &Frame) {
     if session.begin() {
         start(session, first).await;
+    } else {
+        let _ = record_unrecorded_start(session).await;
     }
+}
+
+/// Records a session start the audit log refused earlier, if any. An
+/// error means it is still unrecorded.
+pub async fn record_unrecorded_start(session: &Session) -> Result<(), AuditError> {
+    let Some(start) = session.learned().unrecorded_start.take() else {
+        return Ok(());
+    };
+    let context = lifecycle_context("initialize");
+    let recorded = decide::record_hook(
+        session,
+        &start.hook,
+        &start.decided,
+        &context,
+        Action::Recorded,
+        None,
+    )
+    .await;
+    if let Err(err) = recorded {
+        session.learned().unrecorded_start = Some(start);
+        return Err(err);
+    }
+    Ok(())
 }
 
 async fn start(session: &Session, first: &Frame) {
@@ -62,17 +101,14 @@ async fn start(session: &Session, first: &Frame) {
         Action::Recorded
     };
     let recorded = decide::record_hook(session, &hook, &decided, &context, action, None).await;
-    let refusal = match (denied, recorded) {
-        (true, _) => decided
+    if denied {
+        session.learned().refused = decided
             .decision
             .reasoning
             .clone()
-            .or(Some("session start denied".into())),
-        (false, Err(err)) => Some(format!("the audit log cannot record ({err})")),
-        (false, Ok(_)) => None,
-    };
-    if refusal.is_some() {
-        session.learned().refused = refusal;
+            .or(Some("session start denied".into()));
+    } else if recorded.is_err() {
+        session.learned().unrecorded_start = Some(UnrecordedStart { hook, decided });
     }
 }
 

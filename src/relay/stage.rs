@@ -19,9 +19,8 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::decide::{self, Answer, Decided, MessageContext, Prefetch};
+use super::decide::{self, Answer, Decided, MessageContext, Prefetch, Recorded};
 use super::pump::Outcome;
-use crate::audit::AppendReceipt;
 use crate::config::ToolsCallHooks;
 use crate::enforce::modify::{self, ModifyError, OutputMap, Target};
 use crate::enforce::{approval, Action, MessageDoc};
@@ -313,7 +312,7 @@ async fn block(
     match decide::record_hook(session, hook, decided, &flow.context, action, None).await {
         Ok(receipt) => StageResult::Blocked {
             decision: Box::new(decided.decision.clone()),
-            entry_id: Some(receipt.entry_id),
+            entry_id: receipt.map(|receipt| receipt.entry_id),
         },
         Err(err) => audit_failed(err),
     }
@@ -455,12 +454,12 @@ async fn hold(
 
 fn blocked_with(
     decision: Decision,
-    event: Result<AppendReceipt, crate::audit::AuditError>,
+    event: Result<Recorded, crate::audit::AuditError>,
 ) -> StageResult {
     match event {
         Ok(receipt) => StageResult::Blocked {
             decision: Box::new(decision),
-            entry_id: Some(receipt.entry_id),
+            entry_id: receipt.map(|receipt| receipt.entry_id),
         },
         Err(err) => audit_failed(err),
     }
@@ -469,10 +468,7 @@ fn blocked_with(
 /// Nothing passes that could not be recorded.
 fn audit_failed(err: crate::audit::AuditError) -> StageResult {
     StageResult::Blocked {
-        decision: Box::new(Decision::deny(
-            format!("the audit log cannot record this decision ({err}); failing closed"),
-            Some("audit_unavailable"),
-        )),
+        decision: Box::new(decide::audit_refusal(&err)),
         entry_id: None,
     }
 }
