@@ -34,9 +34,14 @@
 //!   answer to the request (2026-07-28 servers answer header mismatches and
 //!   unknown methods so), that answer is forwarded instead.
 //!
-//! Not done here: `Mcp-Param-*` headers for tool arguments marked
-//! `x-mcp-header` (they need the tool schemas from `tools/list`), and the
-//! agent's own `Authorization` (`forward_authorization`).
+//! - **`Mcp-Param-*`.** A stateless `tools/call` carries one header per
+//!   argument its tool marks `x-mcp-header`, computed from the body as it
+//!   is sent (so after a Guardian rewrite), from the route's tool schemas
+//!   ([`registry`](crate::transport::http::metadata::registry)). A tool not
+//!   listed yet gets none; `Mcp-Param-*` headers the agent sent that the
+//!   proxy did not recognise come in with the configured headers.
+//!
+//! Not done here: the agent's own `Authorization` (`forward_authorization`).
 
 pub(crate) mod link;
 pub(crate) mod message;
@@ -56,10 +61,12 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use self::link::{Goodbye, Link, LinkControl};
-use self::message::{header_text, id_key, is_stateless, Incoming, Outgoing};
+use self::message::{header_text, id_key, Incoming, Outgoing};
 use self::net::{describe_reqwest, Target};
 use crate::config::UpstreamConfig;
 use crate::jsonrpc::{codes, error_response, RequestId};
+use crate::transport::http::metadata::expected::Expected;
+use crate::transport::http::metadata::{is_stateless, registry, PARAM_PREFIX};
 use crate::transport::upstream::{Upstream, UpstreamError};
 use crate::transport::writer::{FrameReceiver, FrameWriter};
 
@@ -253,7 +260,7 @@ async fn dispatch(
                 }
             }
         }
-        let (headers, mode) = client.request_headers(&out);
+        let (headers, mode) = client.request_headers(&out, &frame);
         if mode == Mode::Stateless {
             if let Some(target) = &out.cancels {
                 client.cancel(target);
@@ -284,8 +291,9 @@ impl Client {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The headers for a POST of `out`, and the era it is sent in.
-    fn request_headers(&self, out: &Outgoing) -> (HeaderMap, Mode) {
+    /// The headers for a POST of `frame` (peeked as `out`), and the era it
+    /// is sent in.
+    fn request_headers(&self, out: &Outgoing, frame: &Bytes) -> (HeaderMap, Mode) {
         let mut headers = self.headers.clone();
         headers.insert(ACCEPT, HeaderValue::from_static(POST_ACCEPT));
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
@@ -316,11 +324,40 @@ impl Client {
             if let Some(name) = &out.name {
                 headers.insert(MCP_NAME, header_text(name));
             }
+            for (name, value) in self.param_headers(out, frame) {
+                headers.insert(name, value);
+            }
             return (headers, Mode::Stateless);
         }
         let with_session = state.session.is_some();
         state.apply_session(&mut headers);
         (headers, Mode::Session { with_session })
+    }
+
+    /// `Mcp-Param-*` for a `tools/call` whose tool declares `x-mcp-header`
+    /// arguments, from the body as it is sent (after any rewrite).
+    fn param_headers(&self, out: &Outgoing, frame: &Bytes) -> Vec<(HeaderName, HeaderValue)> {
+        let (Some("tools/call"), Some(tool)) = (out.method.as_deref(), out.name.as_deref()) else {
+            return Vec::new();
+        };
+        let Some(annotations) = registry::lookup(&self.target.route, tool) else {
+            return Vec::new();
+        };
+        if annotations.is_empty() {
+            return Vec::new();
+        }
+        let Ok(body) = serde_json::from_slice::<Value>(frame) else {
+            return Vec::new();
+        };
+        Expected::of(&body, Some(&annotations))
+            .params
+            .into_iter()
+            .filter_map(|(name, value)| {
+                let name =
+                    HeaderName::from_bytes(format!("{PARAM_PREFIX}{name}").as_bytes()).ok()?;
+                Some((name, header_text(&value)))
+            })
+            .collect()
     }
 
     /// Headers for a GET or DELETE in the session.

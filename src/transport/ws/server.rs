@@ -42,7 +42,7 @@ pub(crate) async fn upgrade(shared: Arc<Shared>, route: Arc<str>, mut parts: Par
             "the WebSocket subprotocol `mcp` is required (Sec-WebSocket-Protocol: mcp)",
         );
     }
-    let started = match shared.start_session(&route, "ws").await {
+    let started = match shared.start_session(&route, "ws", Vec::new()).await {
         Ok(started) => started,
         Err(err) => return err.response(&route, None),
     };

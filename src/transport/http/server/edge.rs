@@ -295,10 +295,21 @@ pub(crate) fn json_error(
     code: i64,
     message: &str,
 ) -> Response {
+    json_error_with_data(status, id, code, message, None)
+}
+
+/// An HTTP error carrying a JSON-RPC error body with `data`.
+pub(crate) fn json_error_with_data(
+    status: StatusCode,
+    id: Option<&RequestId>,
+    code: i64,
+    message: &str,
+    data: Option<serde_json::Value>,
+) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
-        error_response(id, code, message, None),
+        error_response(id, code, message, data),
     )
         .into_response()
 }
