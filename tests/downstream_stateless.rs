@@ -413,3 +413,22 @@ async fn session_era_clients_share_the_endpoint() {
     );
     sealed_chains(&scratch, 2).await;
 }
+
+#[tokio::test]
+async fn a_stdio_route_spawns_its_server_for_the_request() {
+    let scratch = Scratch::new();
+    let config = scratch.demo_config(&listen_section("http", ""));
+    let proxy = NetProxy::start(&config);
+    let body = call(12, "echo", json!({"text": "stateless over stdio"}));
+    let (status, reply) = send(&proxy, &body, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        reply["result"]["content"][0]["text"], "stateless over stdio",
+        "{reply}"
+    );
+    // The server got the request as sent, and no handshake the agent did not send.
+    let received = scratch.server_received();
+    assert_eq!(received, vec![body]);
+    sealed_chains(&scratch, 1).await;
+    scratch.assert_audit_verifies();
+}

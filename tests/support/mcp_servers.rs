@@ -304,7 +304,8 @@ impl HttpState {
 ///   with a JSON-RPC error for the request); statelessly, `hang` opens a
 ///   stream that never answers, `tools/list` lists `query` (with an
 ///   `x-mcp-header` argument) and `progress`, `tools/call` of `query` is
-///   answered in JSON and of `progress` as a stream (progress, then the
+///   refused (400, -32020) unless `Mcp-Param-Region` mirrors its `region`,
+///   else answered in JSON and of `progress` as a stream (progress, then the
 ///   result), and `nope/*` methods get 404 with -32601; anything else
 ///   gets the `server/discover` answer.
 /// - GET opens the standalone stream: the first one sends `roots/list` and
@@ -420,6 +421,11 @@ async fn streamable(
         }
         return match (message.method.as_deref(), message.tool.as_deref()) {
             (Some("tools/list"), _) => json_response(fill(replies::MODERN_TOOLS, &message.id)),
+            (Some("tools/call"), Some("query")) if !region_header_agrees(&headers, &message) => {
+                let mut response = json_response(fill(replies::REFUSED, &message.id));
+                *response.status_mut() = StatusCode::BAD_REQUEST;
+                response
+            }
             (Some("tools/call"), Some("query")) => {
                 json_response(fill(replies::MODERN_CALLED, &message.id))
             }
@@ -462,6 +468,30 @@ async fn streamable(
         }
         _ => StatusCode::METHOD_NOT_ALLOWED.into_response(),
     }
+}
+
+/// Whether `Mcp-Param-Region` mirrors the `query` call's `region`
+/// argument (decoding `=?base64?…?=`), as a 2026-07-28 server checks.
+fn region_header_agrees(headers: &HeaderMap, message: &Peeked) -> bool {
+    use base64::Engine;
+    let params: serde_json::Value =
+        serde_json::from_str(message.params.as_deref().unwrap_or("null")).unwrap_or_default();
+    let region = params["arguments"]["region"].as_str().map(str::to_owned);
+    let header = headers.get("mcp-param-region").map(|value| {
+        let text = value.to_str().unwrap_or_default();
+        match text
+            .strip_prefix("=?base64?")
+            .and_then(|rest| rest.strip_suffix("?="))
+        {
+            Some(encoded) => base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .ok()
+                .and_then(|bytes| String::from_utf8(bytes).ok())
+                .unwrap_or_default(),
+            None => text.to_owned(),
+        }
+    });
+    header == region
 }
 
 async fn post_message(state: Arc<HttpState>, message: Peeked) -> Response {
