@@ -4,7 +4,8 @@
 //! allowed, denied and rewritten calls, the request metadata headers
 //! (checked on the way in, recomputed on the way out), JSON and SSE
 //! answers, cancellation by hanging up, and one sealed audit chain per
-//! request.
+//! request. One test puts the Python SDK's 2026-07-28 server behind the
+//! proxy: it checks the headers it receives against the body itself.
 
 mod support;
 
@@ -431,4 +432,94 @@ async fn a_stdio_route_spawns_its_server_for_the_request() {
     assert_eq!(received, vec![body]);
     sealed_chains(&scratch, 1).await;
     scratch.assert_audit_verifies();
+}
+
+/// The Python SDK's 2026-07-28 server (`tests/peers/modern_server.py`) on a
+/// free port; killed when dropped.
+struct PythonServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl PythonServer {
+    async fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new(support::peers_python())
+            .arg(support::repo_root().join("tests/peers/modern_server.py"))
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn the Python server");
+        let deadline = tokio::time::Instant::now() + support::WAIT;
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the Python server did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for PythonServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn the_python_sdk_accepts_the_headers_of_a_rewritten_call() {
+    let scratch = Scratch::new();
+    let upstream = PythonServer::start().await;
+    let text = format!(
+        "[[upstream]]\nname = \"modern\"\nurl = {:?}\nshutdown_grace_ms = 500\n\n[audit]\npath = {:?}\n\n{}\n{}",
+        upstream.url,
+        scratch.audit_log().display().to_string(),
+        listen_section("http", ""),
+        r#"
+[[policy.rule]]
+name = "pin-region"
+hook = "steps/toolCallRequest"
+tool = "query"
+decision = "modify"
+reasoning = "queries run in eu-west"
+set = { region = "eu-west" }
+"#
+    );
+    let path = scratch.path("proxy.toml");
+    std::fs::write(&path, text).unwrap();
+    let proxy = NetProxy::start(&path);
+    let (status, listed) = send(&proxy, &request(1, "tools/list", json!({})), &[]).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert_eq!(
+        listed["result"]["tools"][0]["inputSchema"]["properties"]["region"]["x-mcp-header"],
+        "Region"
+    );
+    let body = call(2, "query", json!({"region": "us-east", "sql": "select 1"}));
+    let (status, reply) = send(&proxy, &body, &[("mcp-param-region", "us-east")]).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(
+        reply["result"]["content"][0]["text"], "eu-west: select 1",
+        "{reply}"
+    );
+    // A header that disagrees with the agent's own body is refused by the
+    // proxy before any policy runs.
+    let (status, reply) = send(&proxy, &body, &[("mcp-param-region", "eu-west")]).await;
+    assert_eq!(
+        (status, &reply["error"]["code"]),
+        (StatusCode::BAD_REQUEST, &json!(-32020))
+    );
 }
