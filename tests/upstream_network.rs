@@ -373,7 +373,7 @@ async fn a_stateless_cancellation_closes_the_request_stream() {
     // cancelled request gets no reply from the client.
     send(
         &upstream,
-        &format!(r#"{{"jsonrpc":"2.0","id":"n","method":"tools/list","params":{{{meta}}}}}"#),
+        &format!(r#"{{"jsonrpc":"2.0","id":"n","method":"server/discover","params":{{{meta}}}}}"#),
     )
     .await;
     assert_eq!(
@@ -385,7 +385,7 @@ async fn a_stateless_cancellation_closes_the_request_stream() {
         .iter()
         .map(|s| s.header("mcp-method"))
         .collect();
-    assert_eq!(methods, vec!["tools/call", "tools/list"]);
+    assert_eq!(methods, vec!["tools/call", "server/discover"]);
 }
 
 #[tokio::test]

@@ -16,6 +16,8 @@ pub mod codes {
     pub const PARSE_ERROR: i64 = -32700;
     /// JSON, but not a valid JSON-RPC message (also: duplicate id, oversized message).
     pub const INVALID_REQUEST: i64 = -32600;
+    /// The method is not served (2026-07-28 HTTP answers it with 404).
+    pub const METHOD_NOT_FOUND: i64 = -32601;
     /// Internal failure of the proxy.
     pub const INTERNAL_ERROR: i64 = -32603;
     /// The Guardian (or the failure posture) denied the message.
@@ -28,6 +30,15 @@ pub mod codes {
     pub const LIMIT_EXCEEDED: i64 = -32012;
     /// The audit log cannot record, so nothing is let through.
     pub const AUDIT_UNAVAILABLE: i64 = -32013;
+    /// MCP 2026-07-28 `HeaderMismatch`: a request's metadata headers
+    /// (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`)
+    /// are missing, malformed, or disagree with its body. Answered with
+    /// HTTP 400; the body is what the proxy decides on, so a header that
+    /// says otherwise must not reach anything that routes on it.
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// MCP 2026-07-28 `UnsupportedProtocolVersion`: the request names a
+    /// revision the proxy does not serve; `data.supported` lists those it does.
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 }
 
 /// Builds `{"jsonrpc":"2.0","id":…,"error":{…}}`; a missing id becomes `null`.

@@ -19,6 +19,7 @@ use crate::guardian::{Decision, Disposition};
 use crate::hooks::agbom::{Inventory, ListKind};
 use crate::hooks::{self, now_rfc3339, HookRequest};
 use crate::session::{Direction, Session};
+use crate::transport::http::metadata::registry;
 
 /// Pages of one list the proxy reads at most.
 const MAX_PAGES: usize = 16;
@@ -76,6 +77,7 @@ pub async fn observe_response(
     }
     let kind = ListKind::from_method(method)?;
     let items = Inventory::list_items(kind, result)?;
+    learn_param_headers(session, kind, items);
     if result.get("nextCursor").is_some_and(|c| !c.is_null()) {
         return None;
     }
@@ -123,10 +125,19 @@ pub async fn take_snapshot(session: &Session) {
             .await;
     for (kind, items) in kinds.into_iter().zip(fetched) {
         if let Some(items) = items {
+            learn_param_headers(session, kind, &items);
             inventory.set_list(kind, &items);
         }
     }
     emit_snapshot(session, Some(inventory)).await;
+}
+
+/// Tools tell which arguments a 2026-07-28 `tools/call` mirrors into
+/// `Mcp-Param-*` headers; the route's listener and upstream client need it.
+fn learn_param_headers(session: &Session, kind: ListKind, items: &[Value]) {
+    if kind == ListKind::Tools {
+        registry::learn(&session.upstream, items);
+    }
 }
 
 /// Reads every page of one list, or `None` if the server did not answer in time.

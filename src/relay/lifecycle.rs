@@ -22,6 +22,7 @@ use crate::hooks::lifecycle::{
 use crate::hooks::{self, HookRequest, Metadata};
 use crate::jsonrpc::Frame;
 use crate::session::{Direction, Session};
+use crate::transport::http::metadata::{META_CLIENT_INFO, META_VERSION};
 
 /// A decided `steps/sessionStart` the audit log has not taken yet.
 #[derive(Debug, Clone)]
@@ -64,16 +65,7 @@ pub async fn record_unrecorded_start(session: &Session) -> Result<(), AuditError
 }
 
 async fn start(session: &Session, first: &Frame) {
-    let initialize = match first {
-        Frame::Single(message) if message.method() == "initialize" => message.to_value().ok(),
-        _ => None,
-    };
-    let params = initialize.as_ref().map(|m| &m["params"]);
-    let client_info = params.and_then(|p| p.get("clientInfo")).cloned();
-    let protocol_version = params
-        .and_then(|p| p.get("protocolVersion"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let (client_info, protocol_version) = client_of(first);
     session.set_metadata(Metadata {
         agent_id: agent_id(session, client_info.as_ref()),
         session_id: session.session_id,
@@ -110,6 +102,26 @@ async fn start(session: &Session, first: &Frame) {
     } else if recorded.is_err() {
         session.learned().unrecorded_start = Some(UnrecordedStart { hook, decided });
     }
+}
+
+/// The client's `clientInfo` and protocol version: from `initialize`, or,
+/// from 2026-07-28 on, from the first request's `_meta`.
+fn client_of(first: &Frame) -> (Option<Value>, Option<String>) {
+    let Frame::Single(message) = first else {
+        return (None, None);
+    };
+    let Ok(value) = message.to_value() else {
+        return (None, None);
+    };
+    let params = &value["params"];
+    let (info, version) = if message.method() == "initialize" {
+        (params.get("clientInfo"), params.get("protocolVersion"))
+    } else {
+        let meta = &params["_meta"];
+        (meta.get(META_CLIENT_INFO), meta.get(META_VERSION))
+    };
+    let version = version.and_then(Value::as_str).map(str::to_owned);
+    (info.cloned(), version)
 }
 
 /// Marks the session refused and records why.

@@ -54,13 +54,16 @@ impl RelaySessions {
         route: &str,
         downstream: Downstream,
     ) -> Result<SessionHandle, String> {
-        let upstream_config = self
+        let mut upstream_config = self
             .config
             .upstreams
             .iter()
             .find(|u| u.name == route)
             .ok_or_else(|| format!("no upstream route named {route:?}"))?
             .clone();
+        upstream_config
+            .headers
+            .extend(downstream.upstream_headers.iter().cloned());
         let upstream = self.connect(&upstream_config).await.map_err(|err| {
             METRICS
                 .upstream_errors_total

@@ -41,6 +41,7 @@ pub async fn run_stdio(
         frames: stdio.reader.boxed(),
         writer: stdio.writer.clone(),
         transport: "stdio",
+        upstream_headers: Vec::new(),
     };
     let stop = CancellationToken::new();
     tokio::spawn(stop_on_signal(stop.clone()));

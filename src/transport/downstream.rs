@@ -18,6 +18,10 @@ pub struct Downstream {
     pub writer: FrameWriter,
     /// `stdio`, `http`, `ws` or `sse`, for `steps/sessionStart`.
     pub transport: &'static str,
+    /// Headers the agent sent that go on to a network upstream unchanged:
+    /// the `Mcp-Param-*` of a 2026-07-28 request the proxy could not check
+    /// (intermediaries must forward those they do not recognise).
+    pub upstream_headers: Vec<(String, String)>,
 }
 
 /// A running session, as a listener sees it.

@@ -246,6 +246,14 @@ pub mod replies {
     pub const LOG: &str = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"reconnected"}}"#;
     /// A 2026-07-28 answer.
     pub const DISCOVERED: &str = r#"{"jsonrpc":"2.0","id":ID,"result":{"resultType":"complete","supportedVersions":["2026-07-28"]}}"#;
+    /// A 2026-07-28 `tools/list` result: `query` mirrors `region` into
+    /// `Mcp-Param-Region`.
+    pub const MODERN_TOOLS: &str = r#"{"jsonrpc":"2.0","id":ID,"result":{"resultType":"complete","tools":[{"name":"query","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"sql":{"type":"string"}}}},{"name":"progress","inputSchema":{"type":"object"}}]}}"#;
+    /// A 2026-07-28 `tools/call` result.
+    pub const MODERN_CALLED: &str = r#"{"jsonrpc":"2.0","id":ID,"result":{"resultType":"complete","content":[{"type":"text","text":"queried"}]}}"#;
+    /// A 2026-07-28 server's answer to a method it does not serve (HTTP 404).
+    pub const NO_METHOD: &str =
+        r#"{"jsonrpc":"2.0","id":ID,"error":{"code":-32601,"message":"Method not found"}}"#;
     /// A JSON-RPC error sent with HTTP 400.
     pub const REFUSED: &str =
         r#"{"jsonrpc":"2.0","id":ID,"error":{"code":-32020,"message":"header mismatch"}}"#;
@@ -294,7 +302,12 @@ impl HttpState {
 ///   closes; the result waits for a GET with `Last-Event-ID`), `slow`
 ///   (the result after 400 ms), `fail` (HTTP 500), `refuse` (HTTP 400
 ///   with a JSON-RPC error for the request); statelessly, `hang` opens a
-///   stream that never answers.
+///   stream that never answers, `tools/list` lists `query` (with an
+///   `x-mcp-header` argument) and `progress`, `tools/call` of `query` is
+///   refused (400, -32020) unless `Mcp-Param-Region` mirrors its `region`,
+///   else answered in JSON and of `progress` as a stream (progress, then the
+///   result), and `nope/*` methods get 404 with -32601; anything else
+///   gets the `server/discover` answer.
 /// - GET opens the standalone stream: the first one sends `roots/list` and
 ///   closes; a reopened one sends a log notification and stays open. With
 ///   `Last-Event-ID` it first replays the rest of that event's stream.
@@ -403,9 +416,35 @@ async fn streamable(
             });
             return response;
         }
-        return match message.id {
-            Some(_) => json_response(fill(replies::DISCOVERED, &message.id)),
-            None => StatusCode::ACCEPTED.into_response(),
+        if message.id.is_none() {
+            return StatusCode::ACCEPTED.into_response();
+        }
+        return match (message.method.as_deref(), message.tool.as_deref()) {
+            (Some("tools/list"), _) => json_response(fill(replies::MODERN_TOOLS, &message.id)),
+            (Some("tools/call"), Some("query")) if !region_header_agrees(&headers, &message) => {
+                let mut response = json_response(fill(replies::REFUSED, &message.id));
+                *response.status_mut() = StatusCode::BAD_REQUEST;
+                response
+            }
+            (Some("tools/call"), Some("query")) => {
+                json_response(fill(replies::MODERN_CALLED, &message.id))
+            }
+            (Some("tools/call"), Some("progress")) => {
+                let (tx, response) = event_stream();
+                let result = fill(replies::MODERN_CALLED, &message.id);
+                tokio::spawn(async move {
+                    let progress = format!("data: {}\n\n", replies::PROGRESS);
+                    let _ = tx.send(Bytes::from(progress)).await;
+                    let _ = tx.send(Bytes::from(format!("data: {result}\n\n"))).await;
+                });
+                response
+            }
+            (Some(method), _) if method.starts_with("nope/") => {
+                let mut response = json_response(fill(replies::NO_METHOD, &message.id));
+                *response.status_mut() = StatusCode::NOT_FOUND;
+                response
+            }
+            _ => json_response(fill(replies::DISCOVERED, &message.id)),
         };
     }
     let current = state.session.lock().unwrap().clone();
@@ -429,6 +468,30 @@ async fn streamable(
         }
         _ => StatusCode::METHOD_NOT_ALLOWED.into_response(),
     }
+}
+
+/// Whether `Mcp-Param-Region` mirrors the `query` call's `region`
+/// argument (decoding `=?base64?…?=`), as a 2026-07-28 server checks.
+fn region_header_agrees(headers: &HeaderMap, message: &Peeked) -> bool {
+    use base64::Engine;
+    let params: serde_json::Value =
+        serde_json::from_str(message.params.as_deref().unwrap_or("null")).unwrap_or_default();
+    let region = params["arguments"]["region"].as_str().map(str::to_owned);
+    let header = headers.get("mcp-param-region").map(|value| {
+        let text = value.to_str().unwrap_or_default();
+        match text
+            .strip_prefix("=?base64?")
+            .and_then(|rest| rest.strip_suffix("?="))
+        {
+            Some(encoded) => base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .ok()
+                .and_then(|bytes| String::from_utf8(bytes).ok())
+                .unwrap_or_default(),
+            None => text.to_owned(),
+        }
+    });
+    header == region
 }
 
 async fn post_message(state: Arc<HttpState>, message: Peeked) -> Response {

@@ -34,32 +34,44 @@
 //!   answer to the request (2026-07-28 servers answer header mismatches and
 //!   unknown methods so), that answer is forwarded instead.
 //!
-//! Not done here: `Mcp-Param-*` headers for tool arguments marked
-//! `x-mcp-header` (they need the tool schemas from `tools/list`), and the
-//! agent's own `Authorization` (`forward_authorization`).
+//! - **`Mcp-Param-*`.** A stateless `tools/call` carries one header per
+//!   argument its tool marks `x-mcp-header`, computed from the body as it
+//!   is sent (so after a Guardian rewrite), from the route's tool schemas
+//!   ([`registry`](crate::transport::http::metadata::registry)). A tool not
+//!   listed yet gets none; `Mcp-Param-*` headers the agent sent that the
+//!   proxy did not recognise come in with the configured headers.
+//!
+//! Parts: `headers` (what each POST carries), `pending` (the requests a
+//! POST waits on), `reply` (answers, and errors in their place), `streams`
+//! (event streams and their resumption), `message` (peeks), `link`, `net`.
+//!
+//! Not done here: the agent's own `Authorization` (`forward_authorization`).
 
+mod headers;
 pub(crate) mod link;
 pub(crate) mod message;
 pub(crate) mod net;
+mod pending;
+mod reply;
 mod streams;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::FutureExt;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use reqwest::{Response, StatusCode};
-use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use self::link::{Goodbye, Link, LinkControl};
-use self::message::{header_text, id_key, is_stateless, Incoming, Outgoing};
+use self::message::{id_key, Outgoing};
 use self::net::{describe_reqwest, Target};
+use self::pending::Pending;
 use crate::config::UpstreamConfig;
-use crate::jsonrpc::{codes, error_response, RequestId};
+use crate::jsonrpc::RequestId;
 use crate::transport::upstream::{Upstream, UpstreamError};
 use crate::transport::writer::{FrameReceiver, FrameWriter};
 
@@ -185,51 +197,6 @@ enum StreamEnd {
     Closed,
 }
 
-/// The requests of one POST still waiting for their responses.
-#[derive(Debug, Default)]
-struct Pending {
-    requests: Vec<(String, RequestId)>,
-    /// The key of an `initialize` request among them.
-    initialize: Option<String>,
-    /// Opened once `initialize` is answered (or given up).
-    gate: Option<oneshot::Sender<()>>,
-    /// A message on the stream passed the size limit (it may have been
-    /// the response).
-    oversized: bool,
-}
-
-impl Pending {
-    fn new(out: &Outgoing, gate: Option<oneshot::Sender<()>>) -> Self {
-        let requests: Vec<_> = out
-            .requests
-            .iter()
-            .map(|id| (id_key(id), id.clone()))
-            .collect();
-        Self {
-            initialize: out
-                .initialize
-                .then(|| requests.first().map(|(key, _)| key.clone()))
-                .flatten(),
-            requests,
-            gate,
-            oversized: false,
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.requests.is_empty()
-    }
-
-    fn contains(&self, key: &str) -> bool {
-        self.requests.iter().any(|(k, _)| k == key)
-    }
-
-    fn answer(&mut self, incoming: &Incoming) {
-        self.requests
-            .retain(|(key, _)| !incoming.answers.iter().any(|a| a == key));
-    }
-}
-
 /// The writer side: reads the relay's frames in order and posts them.
 async fn dispatch(
     client: Arc<Client>,
@@ -253,7 +220,7 @@ async fn dispatch(
                 }
             }
         }
-        let (headers, mode) = client.request_headers(&out);
+        let (headers, mode) = client.request_headers(&out, &frame);
         if mode == Mode::Stateless {
             if let Some(target) = &out.cancels {
                 client.cancel(target);
@@ -282,55 +249,6 @@ async fn dispatch(
 impl Client {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The headers for a POST of `out`, and the era it is sent in.
-    fn request_headers(&self, out: &Outgoing) -> (HeaderMap, Mode) {
-        let mut headers = self.headers.clone();
-        headers.insert(ACCEPT, HeaderValue::from_static(POST_ACCEPT));
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
-        let mut state = self.lock();
-        if out.initialize {
-            state.initializing = true;
-            return (
-                headers,
-                Mode::Session {
-                    with_session: false,
-                },
-            );
-        }
-        let stateless = match &out.version {
-            Some(version) => is_stateless(version),
-            None => !state.initializing || state.version.as_deref().is_some_and(is_stateless),
-        };
-        if stateless {
-            if let Some(version) = &out.version {
-                state.stateless_version = Some(version.clone());
-            }
-            if let Some(version) = out.version.as_ref().or(state.stateless_version.as_ref()) {
-                headers.insert(PROTOCOL_VERSION, header_text(version));
-            }
-            if let Some(method) = &out.method {
-                headers.insert(MCP_METHOD, header_text(method));
-            }
-            if let Some(name) = &out.name {
-                headers.insert(MCP_NAME, header_text(name));
-            }
-            return (headers, Mode::Stateless);
-        }
-        let with_session = state.session.is_some();
-        state.apply_session(&mut headers);
-        (headers, Mode::Session { with_session })
-    }
-
-    /// Headers for a GET or DELETE in the session.
-    fn session_headers(&self, accept: Option<&'static str>) -> HeaderMap {
-        let mut headers = self.headers.clone();
-        if let Some(accept) = accept {
-            headers.insert(ACCEPT, HeaderValue::from_static(accept));
-        }
-        self.lock().apply_session(&mut headers);
-        headers
     }
 
     /// Cancels a 2026-07-28 request by closing its response stream.
@@ -518,112 +436,6 @@ impl Client {
         }
     }
 
-    fn unanswered(&self, pending: &Pending, reason: &str) -> StreamEnd {
-        if pending.is_empty() {
-            StreamEnd::Answered
-        } else {
-            StreamEnd::Dropped(reason.to_owned())
-        }
-    }
-
-    /// Hands one message to the relay, noting what it answers (and the
-    /// version an `initialize` result negotiated).
-    async fn deliver(&self, bytes: Bytes, pending: &mut Pending) -> bool {
-        if !pending.is_empty() {
-            let incoming = Incoming::peek(&bytes, pending.initialize.as_deref());
-            if let Some(version) = &incoming.version {
-                self.lock().version = Some(version.clone());
-            }
-            pending.answer(&incoming);
-        }
-        let delivered = self.link.emit(bytes).await;
-        if pending
-            .initialize
-            .as_ref()
-            .is_some_and(|key| !pending.contains(key))
-        {
-            pending.initialize = None;
-            if let Some(gate) = pending.gate.take() {
-                let _ = gate.send(());
-            }
-        }
-        delivered
-    }
-
-    /// An error status for a POST holding requests: the server's own
-    /// JSON-RPC answer when the body is one, else an error per request.
-    async fn refuse(&self, response: Response, pending: &mut Pending) {
-        let status = response.status();
-        let json = content_type(&response).as_deref() == Some(JSON);
-        let body = match json {
-            true => self
-                .read_body(response, MAX_ERROR_BODY.min(self.max_message_bytes))
-                .await
-                .ok()
-                .flatten(),
-            false => None,
-        };
-        let mut data = json!({ "httpStatus": status.as_u16() });
-        if let Some(body) = body {
-            let incoming = Incoming::peek(&body, None);
-            if incoming.answers.iter().any(|key| pending.contains(key)) {
-                if !self.deliver(body, pending).await {
-                    return;
-                }
-            } else if let Ok(Value::Object(reply)) = serde_json::from_slice::<Value>(&body) {
-                if let Some(error) = reply.get("error") {
-                    data["upstreamError"] = error.clone();
-                }
-            }
-        }
-        let reason = format!("the upstream server answered HTTP {status}");
-        self.fail(pending, &reason, Some(data)).await;
-    }
-
-    /// Answers every waiting request with an "upstream unavailable" error.
-    async fn fail(&self, pending: &mut Pending, reason: &str, data: Option<Value>) {
-        for (_, id) in pending.requests.drain(..) {
-            tracing::debug!(route = %self.target.route, id = %id, reason, "answering a request the upstream could not");
-            let reply =
-                error_response(Some(&id), codes::UPSTREAM_UNAVAILABLE, reason, data.clone());
-            if !self.link.emit(reply).await {
-                break;
-            }
-        }
-        if let Some(gate) = pending.gate.take() {
-            let _ = gate.send(());
-        }
-    }
-
-    /// Reads a whole body of at most `limit` bytes; `None` when it is larger.
-    async fn read_body(
-        &self,
-        mut response: Response,
-        limit: usize,
-    ) -> Result<Option<Bytes>, String> {
-        if response
-            .content_length()
-            .is_some_and(|length| length > limit as u64)
-        {
-            return Ok(None);
-        }
-        let mut body = BytesMut::new();
-        while let Some(chunk) = response.chunk().await.map_err(describe_reqwest)? {
-            if body.len() + chunk.len() > limit {
-                return Ok(None);
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(Some(body.freeze()))
-    }
-
-    fn too_long(&self) -> String {
-        format!(
-            "the upstream's reply exceeds the {}-byte message limit and was discarded",
-            self.max_message_bytes
-        )
-    }
-
     /// Whether `response` says the session this client holds is gone.
     fn session_gone(&self, response: &Response) -> bool {
         response.status() == StatusCode::NOT_FOUND && self.lock().session.is_some()
@@ -657,17 +469,6 @@ impl Client {
                 tracing::debug!(route = %self.target.route, error = %describe_reqwest(err), "ending the session failed")
             }
             Err(_) => tracing::debug!(route = %self.target.route, "ending the session timed out"),
-        }
-    }
-}
-
-impl State {
-    fn apply_session(&self, headers: &mut HeaderMap) {
-        if let Some(session) = &self.session {
-            headers.insert(SESSION_ID, session.clone());
-        }
-        if let Some(version) = &self.version {
-            headers.insert(PROTOCOL_VERSION, header_text(version));
         }
     }
 }

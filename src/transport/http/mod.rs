@@ -2,4 +2,5 @@
 //! [`client`] reaches HTTP MCP servers (upstream).
 
 pub mod client;
+pub mod metadata;
 pub mod server;

@@ -19,17 +19,23 @@
 //!   graceful shutdown; `tls`: the reloading certificate.
 //! - `edge`: Host/Origin/bearer checks, body limits, `Accept`.
 //! - `shared`: session start, `max_sessions`, shutdown tracking.
+//! - `era`: whether a request is served in the session era or statelessly
+//!   (2026-07-28); `stateless`: one ACS session per stateless request;
+//!   `header_checks`: its metadata headers against its body.
 //! - `session`: Streamable HTTP sessions, idle expiry, abandoned streams.
 //! - `routing`: which stream each outgoing frame goes to, replay buffers.
 //! - `events`: SSE encoding and bodies.
 
 mod edge;
+mod era;
 mod events;
 mod handlers;
+mod header_checks;
 mod listener;
 mod routing;
 mod session;
 mod shared;
+mod stateless;
 mod tls;
 
 use std::collections::BTreeSet;
@@ -410,7 +416,7 @@ fn preflight(shared: &Shared, parts: &Parts) -> Response {
     headers.insert(
         header::ACCESS_CONTROL_ALLOW_HEADERS,
         HeaderValue::from_static(
-            "authorization, content-type, accept, last-event-id, mcp-session-id, mcp-protocol-version",
+            "authorization, content-type, accept, last-event-id, mcp-session-id, mcp-protocol-version, mcp-method, mcp-name, *",
         ),
     );
     headers.insert(

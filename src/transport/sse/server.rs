@@ -79,7 +79,7 @@ pub(crate) async fn open(
     }
     let Started {
         frames, outgoing, ..
-    } = match shared.start_session(&route, "sse").await {
+    } = match shared.start_session(&route, "sse", Vec::new()).await {
         Ok(started) => started,
         Err(err) => return err.response(&route, None),
     };

@@ -10,16 +10,14 @@
 
 use std::borrow::Cow;
 
-use base64::Engine;
 use bytes::Bytes;
 use reqwest::header::HeaderValue;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::jsonrpc::{peek_frame, Frame, Message, MessageKind, RequestId};
-
-/// The first revision without sessions (stateless HTTP, request headers).
-pub(crate) const STATELESS_VERSION: &str = "2026-07-28";
+use crate::transport::http::metadata::encoding;
+use crate::transport::http::metadata::expected::name_field;
 
 /// What one outgoing frame (a message or a batch) holds.
 #[derive(Debug, Clone, Default)]
@@ -32,8 +30,8 @@ pub(crate) struct Outgoing {
     pub initialize: bool,
     /// It holds `notifications/initialized`.
     pub initialized: bool,
-    /// `params.name` (`tools/call`, `prompts/get`) or `params.uri`
-    /// (`resources/read`) of a single request.
+    /// `params.name` (`tools/call`, `prompts/get`), `params.uri`
+    /// (`resources/read`) or `params.taskId` (`tasks/*`) of a single request.
     pub name: Option<String>,
     /// `params._meta["io.modelcontextprotocol/protocolVersion"]`.
     pub version: Option<String>,
@@ -55,6 +53,8 @@ struct Params<'a> {
     name: Option<&'a RawValue>,
     #[serde(borrow, default)]
     uri: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "taskId")]
+    task_id: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "_meta")]
     meta: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "requestId")]
@@ -100,10 +100,11 @@ impl Outgoing {
         let text = |raw: Option<&RawValue>| raw.and_then(|raw| string(raw.get()));
         let (name, version, cancel) = match &params {
             Some(params) => (
-                match message.method() {
-                    "tools/call" | "prompts/get" => text(params.name),
-                    "resources/read" => text(params.uri),
-                    _ => None,
+                match name_field(message.method()) {
+                    Some("name") => text(params.name),
+                    Some("uri") => text(params.uri),
+                    Some(_) => text(params.task_id),
+                    None => None,
                 },
                 params
                     .meta
@@ -194,30 +195,10 @@ impl Incoming {
     }
 }
 
-/// Whether `version` is a revision without sessions (2026-07-28 or later).
-pub(crate) fn is_stateless(version: &str) -> bool {
-    let dated = version.len() == STATELESS_VERSION.len()
-        && version.bytes().all(|b| b.is_ascii_digit() || b == b'-');
-    dated && version >= STATELESS_VERSION
-}
-
-/// A value for an MCP request metadata header (`Mcp-Method`, `Mcp-Name`):
-/// as it is when it is plain visible ASCII without surrounding spaces,
-/// otherwise `=?base64?<standard base64 of its UTF-8>?=` (as is a value that
-/// itself looks like that sentinel).
+/// A value for an MCP request metadata header (`Mcp-Method`, `Mcp-Name`,
+/// `Mcp-Param-*`), in the `=?base64?…?=` form when it cannot go plain.
 pub(crate) fn header_text(value: &str) -> HeaderValue {
-    let plain = !value.is_empty()
-        && value.bytes().all(|b| (0x20..=0x7e).contains(&b))
-        && !value.starts_with(' ')
-        && !value.ends_with(' ')
-        && !value.starts_with("=?base64?");
-    if plain {
-        if let Ok(header) = HeaderValue::from_str(value) {
-            return header;
-        }
-    }
-    let encoded = base64::engine::general_purpose::STANDARD.encode(value.as_bytes());
-    HeaderValue::from_str(&format!("=?base64?{encoded}?="))
+    HeaderValue::from_str(&encoding::encode(value))
         .unwrap_or_else(|_| HeaderValue::from_static("=?base64??="))
 }
 
@@ -279,21 +260,9 @@ mod tests {
     #[test]
     fn header_values_are_sent_plain_or_as_base64() {
         assert_eq!(header_text("get-sum"), "get-sum");
-        assert_eq!(header_text("two words"), "two words");
         assert_eq!(
             header_text("Hello, 世界"),
             "=?base64?SGVsbG8sIOS4lueVjA==?="
         );
-        assert_eq!(header_text(" padded "), "=?base64?IHBhZGRlZCA=?=");
-        assert_eq!(header_text("line1\nline2"), "=?base64?bGluZTEKbGluZTI=?=");
-        assert_eq!(header_text("=?base64?x?="), "=?base64?PT9iYXNlNjQ/eD89?=");
-    }
-
-    #[test]
-    fn stateless_versions_are_dates_from_2026_07_28() {
-        assert!(is_stateless("2026-07-28"));
-        assert!(is_stateless("2027-01-01"));
-        assert!(!is_stateless("2025-11-25"));
-        assert!(!is_stateless("draft"));
     }
 }

@@ -10,8 +10,9 @@ use reqwest::header::HeaderValue;
 use reqwest::{Response, StatusCode};
 
 use super::net::describe_reqwest;
+use super::pending::Pending;
 use super::{
-    is_event_stream, Client, Mode, Pending, StreamEnd, DEFAULT_RETRY, EVENT_STREAM, LAST_EVENT_ID,
+    is_event_stream, Client, Mode, StreamEnd, DEFAULT_RETRY, EVENT_STREAM, LAST_EVENT_ID,
     MAX_BACKOFF, MAX_LISTEN_FAILURES, MAX_RESUME_ATTEMPTS, MIN_RETRY,
 };
 use crate::transport::sse::client::decode::SseDecoder;

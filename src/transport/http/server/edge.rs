@@ -13,29 +13,28 @@
 //!   blank lines skipped), compared in constant time over SHA-256 digests;
 //!   401 with `WWW-Authenticate: Bearer` otherwise. The file is re-read
 //!   when it changes.
-//! - Request bodies read with a byte limit (413) and a time limit (408).
+//!   (`tokens`)
+//! - Request bodies read with a byte limit (413) and a time limit (408),
+//!   and what `Accept` allows (`request`).
+
+mod request;
+mod tokens;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::{header, request::Parts, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, request::Parts, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use bytes::{Bytes, BytesMut};
-use futures_util::StreamExt;
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
+
+pub(crate) use self::request::{accepts, content_type_is_json, one_line, read_body, Accepts};
+use self::tokens::bearer;
+pub(crate) use self::tokens::{file_stamp, TokenFile};
 
 use crate::config::ListenConfig;
 use crate::jsonrpc::{codes, error_response, RequestId};
 
 /// A refused request's answer (boxed: responses are large).
 pub(crate) type Refused = Box<Response>;
-
-/// How long a client may take to send a request body.
-const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Host names a loopback listener accepts when `allowed_hosts` is empty.
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
@@ -190,94 +189,6 @@ fn is_loopback_origin(origin: &str) -> bool {
     }
 }
 
-/// The token of `Bearer <token>` (scheme case-insensitive).
-fn bearer(value: &str) -> Option<&str> {
-    let (scheme, token) = value.trim().split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|t| !t.is_empty())
-}
-
-/// Bearer tokens from a file, kept as SHA-256 digests and re-read when
-/// the file changes.
-#[derive(Debug)]
-pub(crate) struct TokenFile {
-    path: PathBuf,
-    state: RwLock<TokenState>,
-}
-
-#[derive(Debug)]
-struct TokenState {
-    digests: Vec<[u8; 32]>,
-    stamp: Option<(SystemTime, u64)>,
-}
-
-impl TokenFile {
-    fn load(path: &Path) -> Result<Self, String> {
-        let (digests, stamp) = read_tokens(path)?;
-        if digests.is_empty() {
-            tracing::warn!(path = %path.display(), "the auth tokens file has no tokens: every request will be refused");
-        }
-        Ok(Self {
-            path: path.to_owned(),
-            state: RwLock::new(TokenState { digests, stamp }),
-        })
-    }
-
-    /// Whether `token` is one of the file's, in constant time per token.
-    fn accepts(&self, token: &str) -> bool {
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-        let mut found = subtle::Choice::from(0);
-        for known in &state.digests {
-            found |= known.ct_eq(&digest);
-        }
-        found.into()
-    }
-
-    /// Re-reads the file if its modification time or size changed; keeps
-    /// the old tokens when it cannot be read.
-    pub(crate) fn reload_if_changed(&self) {
-        let stamp = file_stamp(&self.path);
-        {
-            let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-            if stamp == state.stamp {
-                return;
-            }
-        }
-        match read_tokens(&self.path) {
-            Ok((digests, stamp)) => {
-                let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
-                tracing::info!(path = %self.path.display(), tokens = digests.len(), "reloaded the auth tokens file");
-                *state = TokenState { digests, stamp };
-            }
-            Err(err) => tracing::warn!(%err, "keeping the previous auth tokens"),
-        }
-    }
-}
-
-type Tokens = (Vec<[u8; 32]>, Option<(SystemTime, u64)>);
-
-fn read_tokens(path: &Path) -> Result<Tokens, String> {
-    let stamp = file_stamp(path);
-    let text = std::fs::read_to_string(path)
-        .map_err(|err| format!("cannot read auth tokens file {}: {err}", path.display()))?;
-    let digests = text
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !line.starts_with('#'))
-        .map(|line| Sha256::digest(line.as_bytes()).into())
-        .collect();
-    Ok((digests, stamp))
-}
-
-/// Modification time and size, to notice a changed file.
-pub(crate) fn file_stamp(path: &Path) -> Option<(SystemTime, u64)> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
-}
-
 /// An HTTP error whose body is an id-less JSON-RPC error.
 pub(crate) fn rejection(status: StatusCode, message: &str) -> Response {
     let code = if status.is_server_error() {
@@ -295,139 +206,23 @@ pub(crate) fn json_error(
     code: i64,
     message: &str,
 ) -> Response {
+    json_error_with_data(status, id, code, message, None)
+}
+
+/// An HTTP error carrying a JSON-RPC error body with `data`.
+pub(crate) fn json_error_with_data(
+    status: StatusCode,
+    id: Option<&RequestId>,
+    code: i64,
+    message: &str,
+    data: Option<serde_json::Value>,
+) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
-        error_response(id, code, message, None),
+        error_response(id, code, message, data),
     )
         .into_response()
-}
-
-/// What an `Accept` header allows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Accepts {
-    /// `application/json`.
-    pub(crate) json: bool,
-    /// `text/event-stream`.
-    pub(crate) sse: bool,
-}
-
-/// Parses `Accept`; an absent header accepts everything.
-pub(crate) fn accepts(headers: &HeaderMap) -> Accepts {
-    let mut result = Accepts {
-        json: false,
-        sse: false,
-    };
-    let mut any_header = false;
-    for value in headers.get_all(header::ACCEPT) {
-        any_header = true;
-        let Ok(value) = value.to_str() else { continue };
-        for item in value.split(',') {
-            let mut params = item.split(';');
-            let media = params.next().unwrap_or("").trim().to_ascii_lowercase();
-            let refused = params.any(|p| {
-                let p = p.trim().to_ascii_lowercase();
-                p.strip_prefix("q=")
-                    .and_then(|q| q.trim().parse::<f32>().ok())
-                    .is_some_and(|q| q <= 0.0)
-            });
-            if refused {
-                continue;
-            }
-            match media.as_str() {
-                "*/*" => {
-                    result.json = true;
-                    result.sse = true;
-                }
-                "application/json" | "application/*" => result.json = true,
-                "text/event-stream" | "text/*" => result.sse = true,
-                _ => {}
-            }
-        }
-    }
-    if !any_header {
-        return Accepts {
-            json: true,
-            sse: true,
-        };
-    }
-    result
-}
-
-/// Whether the body is declared as JSON (or not declared at all).
-pub(crate) fn content_type_is_json(headers: &HeaderMap) -> bool {
-    match headers.get(header::CONTENT_TYPE) {
-        None => true,
-        Some(value) => value
-            .to_str()
-            .ok()
-            .and_then(|v| v.split(';').next())
-            .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json")),
-    }
-}
-
-/// Reads a request body of at most `limit` bytes: 413 beyond it, 408 when
-/// the client is too slow, 400 when the body breaks off.
-pub(crate) async fn read_body(
-    headers: &HeaderMap,
-    body: Body,
-    limit: usize,
-) -> Result<Bytes, Response> {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limit as u64) {
-        return Err(too_large(limit));
-    }
-    let read = async {
-        let mut stream = body.into_data_stream();
-        let mut buf = BytesMut::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|err| {
-                rejection(
-                    StatusCode::BAD_REQUEST,
-                    &format!("the request body could not be read: {err}"),
-                )
-            })?;
-            if buf.len() + chunk.len() > limit {
-                return Err(too_large(limit));
-            }
-            buf.extend_from_slice(&chunk);
-        }
-        Ok(buf.freeze())
-    };
-    match tokio::time::timeout(BODY_READ_TIMEOUT, read).await {
-        Ok(result) => result,
-        Err(_) => Err(rejection(
-            StatusCode::REQUEST_TIMEOUT,
-            "the request body did not arrive in time",
-        )),
-    }
-}
-
-fn too_large(limit: usize) -> Response {
-    rejection(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        &format!("the request body exceeds the {limit}-byte limit"),
-    )
-}
-
-/// A frame as one line: raw CR and LF can only be insignificant whitespace
-/// in valid JSON, so they become spaces, and a message from a body or a
-/// WebSocket frame can travel on a newline-framed upstream unchanged
-/// otherwise. Invalid JSON stays invalid.
-pub(crate) fn one_line(frame: Bytes) -> Bytes {
-    if !frame.iter().any(|b| *b == b'\n' || *b == b'\r') {
-        return frame;
-    }
-    let mut out = BytesMut::from(&frame[..]);
-    for byte in out.iter_mut() {
-        if *byte == b'\n' || *byte == b'\r' {
-            *byte = b' ';
-        }
-    }
-    out.freeze()
 }
 
 #[cfg(test)]
@@ -522,50 +317,5 @@ mod tests {
         edge.tokens().unwrap().reload_if_changed();
         assert!(edge.check(&with("Bearer secret-three-longer")).is_ok());
         assert!(edge.check(&with("Bearer secret-one")).is_err());
-    }
-
-    #[test]
-    fn accept_header() {
-        let mut headers = HeaderMap::new();
-        assert_eq!(
-            accepts(&headers),
-            Accepts {
-                json: true,
-                sse: true
-            }
-        );
-        headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
-        assert_eq!(
-            accepts(&headers),
-            Accepts {
-                json: true,
-                sse: false
-            }
-        );
-        headers.insert(
-            header::ACCEPT,
-            HeaderValue::from_static("text/event-stream, application/json;q=0"),
-        );
-        assert_eq!(
-            accepts(&headers),
-            Accepts {
-                json: false,
-                sse: true
-            }
-        );
-        headers.insert(header::ACCEPT, HeaderValue::from_static("text/html"));
-        assert_eq!(
-            accepts(&headers),
-            Accepts {
-                json: false,
-                sse: false
-            }
-        );
-    }
-
-    #[test]
-    fn frames_become_one_line() {
-        let frame = Bytes::from_static(b"{\r\n  \"a\": 1\n}");
-        assert_eq!(&one_line(frame)[..], b"{    \"a\": 1 }");
     }
 }

@@ -34,6 +34,16 @@ pub(crate) fn encode(event: &Event) -> Bytes {
     out.freeze()
 }
 
+/// `data: <message>` without an id (2026-07-28 streams are not resumable).
+pub(crate) fn data_only(data: &Bytes) -> Bytes {
+    let data = one_line(data.clone());
+    let mut out = BytesMut::with_capacity(data.len() + 8);
+    out.put_slice(b"data: ");
+    out.put_slice(&data);
+    out.put_slice(b"\n\n");
+    out.freeze()
+}
+
 /// `event: <name>` with `data` (legacy HTTP+SSE).
 pub(crate) fn named(name: &str, data: &[u8]) -> Bytes {
     let data = one_line(Bytes::copy_from_slice(data));

@@ -1,6 +1,8 @@
 //! The Streamable HTTP endpoint (MCP 2025-03-26 … 2025-11-25, session
 //! era): POST carries client messages, GET opens (or resumes) a stream,
-//! DELETE ends the session.
+//! DELETE ends the session. Requests of the stateless era (2026-07-28,
+//! see `era`) are handed to `stateless` on the same endpoint; GET and
+//! DELETE announcing that era get 405.
 //!
 //! Choices where the specification leaves room:
 //! - A POST whose `Accept` allows SSE is answered with an SSE stream; one
@@ -40,13 +42,15 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
 use super::edge::{self, json_error, rejection, Refused};
+use super::era;
 use super::events::{self, SESSION_HEADER};
 use super::routing::{cancelled_request, AttachError, Mode, Opened, PostedRequest, STANDALONE};
 use super::session::{execute, HttpSession};
 use super::shared::Shared;
+use super::stateless;
 use crate::jsonrpc::{codes, peek_frame, Frame, Message, MessageKind, PeekError};
 
-/// Protocol revisions the session-era endpoint serves.
+/// Protocol revisions the session era serves, oldest first.
 pub(crate) const SUPPORTED_VERSIONS: [&str; 4] =
     ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
@@ -64,6 +68,9 @@ pub(crate) async fn endpoint(
 ) -> Response {
     match parts.method {
         Method::POST => post(&shared, route, &parts, body).await,
+        Method::GET | Method::DELETE if era::announces_stateless(&parts.headers) => {
+            method_not_allowed("POST")
+        }
         Method::GET => get(&shared, &route, &parts),
         Method::DELETE => delete(&shared, &route, &parts).await,
         _ => method_not_allowed("GET, POST, DELETE"),
@@ -165,6 +172,9 @@ async fn post(shared: &Arc<Shared>, route: Arc<str>, parts: &Parts, body: Body) 
             )
         }
     };
+    if era::is_stateless_post(headers, &messages, batch) {
+        return stateless::post(shared, route, parts, body, messages, accepts).await;
+    }
     let initialize =
         !batch && messages[0].kind == MessageKind::Request && messages[0].method() == "initialize";
     let session = if headers.contains_key(SESSION_HEADER) || !initialize {
@@ -181,7 +191,7 @@ async fn post(shared: &Arc<Shared>, route: Arc<str>, parts: &Parts, body: Body) 
         if let Err(response) = check_version(headers, None) {
             return *response;
         }
-        match shared.start_session(&route, "http").await {
+        match shared.start_session(&route, "http", Vec::new()).await {
             Ok(started) => shared.http.create(route.clone(), started),
             Err(err) => return err.response(&route, messages[0].id.as_ref()),
         }

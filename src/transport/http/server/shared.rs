@@ -128,10 +128,13 @@ impl Shared {
     }
 
     /// Starts a relay session on `route` for an accepted downstream session.
+    /// `upstream_headers` go on to the route's upstream with every request
+    /// of the session.
     pub(crate) async fn start_session(
         &self,
         route: &str,
         transport: &'static str,
+        upstream_headers: Vec<(String, String)>,
     ) -> Result<Started, StartError> {
         if self.stopping.is_cancelled() {
             return Err(StartError::ShuttingDown);
@@ -152,6 +155,7 @@ impl Shared {
             .boxed(),
             writer,
             transport,
+            upstream_headers,
         };
         let handle = self
             .starter
