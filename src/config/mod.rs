@@ -144,6 +144,13 @@ impl Config {
         if self.limits.max_in_flight == 0 {
             return Err(invalid("limits.max_in_flight must be at least 1".into()));
         }
+        let depth = self.limits.max_json_depth;
+        if !(1..=crate::jsonrpc::MAX_JSON_DEPTH_CEILING).contains(&depth) {
+            return Err(invalid(format!(
+                "limits.max_json_depth must be between 1 and {}, got {depth}",
+                crate::jsonrpc::MAX_JSON_DEPTH_CEILING
+            )));
+        }
         Ok(())
     }
 

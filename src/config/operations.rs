@@ -57,6 +57,11 @@ pub struct LimitsConfig {
     /// Messages read from one side but not yet written to the other.
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight: usize,
+    /// Deepest nesting of arrays and objects a message may have; checked in
+    /// the single pass that precedes any parse, so a hostile message costs
+    /// neither a full parse nor a Guardian call.
+    #[serde(default = "default_max_json_depth")]
+    pub max_json_depth: usize,
 }
 
 impl Default for LimitsConfig {
@@ -64,6 +69,7 @@ impl Default for LimitsConfig {
         Self {
             max_message_bytes: default_max_message_bytes(),
             max_in_flight: default_max_in_flight(),
+            max_json_depth: default_max_json_depth(),
         }
     }
 }
@@ -74,4 +80,8 @@ fn default_max_message_bytes() -> usize {
 
 fn default_max_in_flight() -> usize {
     256
+}
+
+fn default_max_json_depth() -> usize {
+    crate::jsonrpc::DEFAULT_MAX_JSON_DEPTH
 }

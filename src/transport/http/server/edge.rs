@@ -28,6 +28,8 @@ use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::principal::Principal;
+use super::refusals::Refusal;
 use crate::config::ListenConfig;
 use crate::jsonrpc::{codes, error_response, RequestId};
 
@@ -89,8 +91,9 @@ impl Edge {
         self.tokens.clone()
     }
 
-    /// Host, then Origin, then the bearer token.
-    pub(crate) fn check(&self, parts: &Parts) -> Result<(), Refused> {
+    /// Host, then Origin, then the bearer token; the principal the token
+    /// authenticates (none without bearer auth).
+    pub(crate) fn check(&self, parts: &Parts) -> Result<Option<Principal>, Refused> {
         self.check_without_auth(parts)?;
         self.check_auth(parts)
     }
@@ -125,14 +128,15 @@ impl Edge {
         Ok(())
     }
 
-    fn check_auth(&self, parts: &Parts) -> Result<(), Refused> {
+    fn check_auth(&self, parts: &Parts) -> Result<Option<Principal>, Refused> {
         if let Some(tokens) = &self.tokens {
             let presented = parts
                 .headers
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
                 .and_then(bearer);
-            if !presented.is_some_and(|token| tokens.accepts(token)) {
+            let principal = presented.and_then(|token| tokens.principal(token));
+            if principal.is_none() {
                 let mut response =
                     rejection(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
                 response.headers_mut().insert(
@@ -141,8 +145,9 @@ impl Edge {
                 );
                 return Err(Box::new(response));
             }
+            return Ok(principal);
         }
-        Ok(())
+        Ok(None)
     }
 }
 
@@ -225,15 +230,16 @@ impl TokenFile {
         })
     }
 
-    /// Whether `token` is one of the file's, in constant time per token.
-    fn accepts(&self, token: &str) -> bool {
+    /// The principal `token` authenticates when it is one of the file's;
+    /// constant time per token.
+    fn principal(&self, token: &str) -> Option<Principal> {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
         let mut found = subtle::Choice::from(0);
         for known in &state.digests {
             found |= known.ct_eq(&digest);
         }
-        found.into()
+        bool::from(found).then(|| Principal::from_token_digest(digest))
     }
 
     /// Re-reads the file if its modification time or size changed; keeps
@@ -288,19 +294,26 @@ pub(crate) fn rejection(status: StatusCode, message: &str) -> Response {
     json_error(status, None, code, message)
 }
 
-/// An HTTP error carrying a JSON-RPC error body.
+/// An HTTP error carrying a JSON-RPC error body, marked as a refusal for
+/// the edge audit chain.
 pub(crate) fn json_error(
     status: StatusCode,
     id: Option<&RequestId>,
     code: i64,
     message: &str,
 ) -> Response {
-    (
+    let mut response = (
         status,
         [(header::CONTENT_TYPE, "application/json")],
         error_response(id, code, message, None),
     )
-        .into_response()
+        .into_response();
+    response.extensions_mut().insert(Refusal {
+        message: message.to_owned(),
+        mcp_id: id.map(RequestId::to_value),
+        body_digest: None,
+    });
+    response
 }
 
 /// What an `Accept` header allows.
