@@ -155,6 +155,22 @@ async fn malformed_bodies_get_their_error_while_another_session_goes_on() {
     );
     assert!(scratch.server_lines().contains(&numbers));
 
+    // A body that is not declared JSON, a header that does not fit.
+    let session = mcp.session.clone().unwrap();
+    let post = |name: &'static str, value: &'static str| {
+        mcp.client
+            .post(&mcp.url)
+            .header("accept", ACCEPT_BOTH)
+            .header("mcp-session-id", &session)
+            .header(name, value)
+            .body(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#)
+            .send()
+    };
+    let response = post("content-type", "text/plain").await.unwrap();
+    assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let response = post("mcp-protocol-version", "1999-01-01").await.unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+
     stop.send(true).unwrap();
     assert!(others.await.unwrap() > 0, "the other session was served");
     assert!(!scratch
@@ -169,6 +185,8 @@ async fn malformed_bodies_get_their_error_while_another_session_goes_on() {
         ("400", "max_json_depth"),
         ("413", "65536-byte limit"),
         ("400", "JSON-RPC batch"),
+        ("415", "application/json"),
+        ("400", "MCP-Protocol-Version"),
     ] {
         assert!(
             edge.iter().any(|e| e["detail"]
