@@ -286,6 +286,36 @@ fn duplicate_keys_are_refused_so_policy_and_server_cannot_disagree() {
     assert_refusal_audited(&scratch, "duplicate key");
 }
 
+/// A stdio MCP server answering `initialize`, and `tools/call` id 7 with a
+/// result holding `content` twice.
+const DUPLICATE_KEY_SERVER: &str = r#"while IFS= read -r line; do case "$line" in
+*'"initialize"'*) echo '{"jsonrpc":"2.0","id":"init","result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"dup","version":"1"}}}';;
+*'"id":7'*) echo '{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"seen by policy"}],"content":[{"type":"text","text":"seen by the agent"}]}}';;
+*'"id":8'*) echo '{"jsonrpc":"2.0","id":8,"result":{"content":[{"type":"text","text":"fine"}]}}';;
+esac; done"#;
+
+#[test]
+fn a_server_response_with_duplicate_keys_becomes_an_error_to_the_requester() {
+    let scratch = Scratch::new();
+    let command = ["sh", "-c", DUPLICATE_KEY_SERVER].map(String::from);
+    let mut proxy = Proxy::start(&scratch.config(&command, "[hooks]\ninventory = false\n"));
+    proxy.initialize(json!({}));
+    proxy.send(&tool_call(7, "anything", json!({})));
+    let reply = proxy.response(&json!(7));
+    assert_eq!(reply["error"]["code"], -32603, "{reply}");
+    assert!(reply["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("the response was refused: duplicate key \"content\" in an object"));
+    proxy.send(&tool_call(8, "anything", json!({})));
+    assert_eq!(
+        proxy.response(&json!(8))["result"]["content"][0]["text"],
+        "fine"
+    );
+    assert!(proxy.finish().success());
+    assert_refusal_audited(&scratch, "duplicate key \"content\"");
+}
+
 #[test]
 fn a_batch_holding_initialize_is_refused_element_by_element() {
     let scratch = Scratch::new();

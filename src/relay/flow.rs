@@ -210,7 +210,7 @@ async fn refuse_unparsable(
             vec![Delivery::Forward(error_response(
                 Some(id),
                 codes::INTERNAL_ERROR,
-                &format!("the response was refused: {reason}"),
+                &format!("the response was refused: {err}"),
                 None,
             ))],
         ),
