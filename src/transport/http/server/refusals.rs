@@ -214,3 +214,104 @@ async fn append(chain: &AuditChain, record: AuditRecord) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::{verify_file, AuditSettings, FsyncMode};
+    use crate::transport::http::server::edge::{json_error, rejection};
+
+    fn open(dir: &tempfile::TempDir) -> (AuditLog, std::path::PathBuf) {
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&AuditSettings {
+            path: path.clone(),
+            fsync: FsyncMode::Never,
+        })
+        .unwrap();
+        (log, path)
+    }
+
+    fn entries(path: &std::path::Path) -> Vec<Value> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn refusals_form_a_sealed_chain_without_headers() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, path) = open(&dir);
+        let edge = EdgeLog::new(Some(log.clone()));
+        let route: Arc<str> = Arc::from("demo");
+        let id = crate::jsonrpc::RequestId::from_json("7");
+        let malformed = with_body_digest(
+            json_error(StatusCode::BAD_REQUEST, Some(&id), -32600, "bad body"),
+            b"{}",
+        );
+        edge.note(&route, &Method::POST, &malformed);
+        let unauthorized = rejection(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
+        edge.note(&route, &Method::GET, &unauthorized);
+        edge.note(
+            &route,
+            &Method::POST,
+            &Response::new(axum::body::Body::empty()),
+        );
+        edge.close().await;
+        log.flush().await.unwrap();
+
+        let report = verify_file(&path).unwrap();
+        assert_eq!(report.sessions.len(), 1);
+        assert!(report.sessions[0].sealed);
+        let entries = entries(&path);
+        assert_eq!(entries.len(), 3, "two refusals and the seal");
+        assert!(entries[0]["session_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("edge-"));
+        assert_eq!(entries[0]["detail"], "HTTP 400 POST route demo");
+        assert_eq!(entries[0]["reasoning"], "bad body");
+        assert_eq!(entries[0]["mcp_id"], 7);
+        assert_eq!(entries[0]["content_digest"], sha256_hex(b"{}"));
+        assert_eq!(entries[1]["detail"], "HTTP 401 GET route demo");
+        assert_eq!(entries[2]["step_type"], "steps/sessionEnd");
+    }
+
+    #[tokio::test]
+    async fn a_flood_beyond_the_queue_is_summarized() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, path) = open(&dir);
+        let edge = EdgeLog::new(Some(log.clone()));
+        let route: Arc<str> = Arc::from("demo");
+        let refused = rejection(StatusCode::FORBIDDEN, "this Origin is not allowed");
+        // The single-threaded test runtime runs the writer only once this
+        // test yields, so exactly QUEUE refusals fit.
+        for _ in 0..QUEUE + 44 {
+            edge.note(&route, &Method::POST, &refused);
+        }
+        edge.close().await;
+        log.flush().await.unwrap();
+        let entries = entries(&path);
+        assert_eq!(
+            entries.len(),
+            QUEUE + 2,
+            "the queued ones, a summary, the seal"
+        );
+        assert_eq!(
+            entries[0]["detail"],
+            "44 refused requests were not recorded one by one: too many at once"
+        );
+        verify_file(&path).unwrap();
+    }
+
+    #[tokio::test]
+    async fn nothing_is_written_when_nothing_was_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, path) = open(&dir);
+        let edge = EdgeLog::new(Some(log.clone()));
+        edge.close().await;
+        log.flush().await.unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+    }
+}
