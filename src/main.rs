@@ -244,7 +244,12 @@ async fn serve_network(
         audit.clone(),
         cancel_sessions.clone(),
     ));
-    let server = Server::bind(ServerSettings::from_config(&config), sessions).await?;
+    let server = Server::bind(
+        ServerSettings::from_config(&config),
+        sessions,
+        Some(audit.clone()),
+    )
+    .await?;
     let address = server.local_addr();
     // A stable line on stderr: scripts and tests read the bound address here.
     eprintln!(

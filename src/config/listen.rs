@@ -46,6 +46,10 @@ pub struct ListenConfig {
     /// A session with no request for this long is closed.
     #[serde(default = "default_session_idle_timeout_ms")]
     pub session_idle_timeout_ms: u64,
+    /// A client must send a request's complete headers within this time,
+    /// or its connection is closed (slowloris protection; HTTP/1.1).
+    #[serde(default = "default_header_read_timeout_ms")]
+    pub header_read_timeout_ms: u64,
 }
 
 impl Default for ListenConfig {
@@ -62,6 +66,7 @@ impl Default for ListenConfig {
             tls_key: None,
             max_sessions: default_max_sessions(),
             session_idle_timeout_ms: default_session_idle_timeout_ms(),
+            header_read_timeout_ms: default_header_read_timeout_ms(),
         }
     }
 }
@@ -81,6 +86,9 @@ impl ListenConfig {
         if self.max_sessions == 0 {
             return Err("listen.max_sessions must be at least 1".into());
         }
+        if self.header_read_timeout_ms == 0 {
+            return Err("listen.header_read_timeout_ms must be at least 1".into());
+        }
         Ok(())
     }
 }
@@ -99,6 +107,10 @@ fn default_max_sessions() -> usize {
 
 fn default_session_idle_timeout_ms() -> u64 {
     30 * 60 * 1000
+}
+
+fn default_header_read_timeout_ms() -> u64 {
+    10_000
 }
 
 /// Downstream transports.

@@ -154,6 +154,13 @@ impl Config {
                 "limits.max_requests_total must be at least 1".into(),
             ));
         }
+        let depth = self.limits.max_json_depth;
+        if !(1..=crate::jsonrpc::MAX_JSON_DEPTH_CEILING).contains(&depth) {
+            return Err(invalid(format!(
+                "limits.max_json_depth must be between 1 and {}, got {depth}",
+                crate::jsonrpc::MAX_JSON_DEPTH_CEILING
+            )));
+        }
         Ok(())
     }
 

@@ -71,6 +71,11 @@ pub struct LimitsConfig {
     /// refused with -32012. Unlimited when absent.
     #[serde(default)]
     pub max_requests_total: Option<usize>,
+    /// Deepest nesting of arrays and objects a message may have; checked in
+    /// the single pass that precedes any parse, so a hostile message costs
+    /// neither a full parse nor a Guardian call.
+    #[serde(default = "default_max_json_depth")]
+    pub max_json_depth: usize,
 }
 
 impl Default for LimitsConfig {
@@ -80,6 +85,7 @@ impl Default for LimitsConfig {
             max_in_flight: default_max_in_flight(),
             max_requests_per_session: None,
             max_requests_total: None,
+            max_json_depth: default_max_json_depth(),
         }
     }
 }
@@ -90,4 +96,8 @@ fn default_max_message_bytes() -> usize {
 
 fn default_max_in_flight() -> usize {
     256
+}
+
+fn default_max_json_depth() -> usize {
+    crate::jsonrpc::DEFAULT_MAX_JSON_DEPTH
 }

@@ -7,6 +7,8 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::ScanError;
+
 /// What a single JSON-RPC message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MessageKind {
@@ -65,9 +67,11 @@ impl Message {
     }
 
     /// Parses the whole message into a tree (key order and number digits
-    /// preserved), for hooks and rewrites.
+    /// preserved), for hooks and rewrites. A duplicate object key anywhere
+    /// is a data error ([`serde_json::Error::is_data`]): policy must see
+    /// exactly what the other side will act on.
     pub fn to_value(&self) -> Result<serde_json::Value, serde_json::Error> {
-        serde_json::from_slice(&self.bytes)
+        super::strict::parse(&self.bytes)
     }
 }
 
@@ -123,9 +127,23 @@ where
     <&RawValue>::deserialize(deserializer).map(Some)
 }
 
-/// Classifies a frame. Batches are split into their elements, each keeping
-/// its own original bytes.
+/// Classifies a frame with the default nesting limit
+/// ([`DEFAULT_MAX_JSON_DEPTH`](super::DEFAULT_MAX_JSON_DEPTH)).
 pub fn peek_frame(bytes: Bytes) -> Result<Frame, PeekError> {
+    peek_frame_within(bytes, super::DEFAULT_MAX_JSON_DEPTH)
+}
+
+/// Classifies a frame whose arrays and objects nest at most `max_depth`
+/// deep. Batches are split into their elements, each keeping its own
+/// original bytes.
+pub fn peek_frame_within(bytes: Bytes, max_depth: usize) -> Result<Frame, PeekError> {
+    super::scan(&bytes, max_depth).map_err(|err| match err {
+        ScanError::NotUtf8 { .. } => PeekError::Parse(err.to_string()),
+        ScanError::TooDeep { .. } => PeekError::Invalid {
+            id: None,
+            reason: err.to_string(),
+        },
+    })?;
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
     if first == Some(b'[') {
         return peek_batch(&bytes).map(Frame::Batch);

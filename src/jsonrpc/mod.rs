@@ -3,10 +3,17 @@
 //! error replies the proxy itself writes.
 //!
 //! The proxy never re-serializes a message it lets through unchanged; the
-//! peek only tells the relay where a message belongs.
+//! peek only tells the relay where a message belongs. Before the peek, one
+//! pass (`scan`) checks UTF-8 and nesting depth; the tree hooks are built
+//! from (`strict`) refuses duplicate keys.
 
 mod error;
 mod message;
+mod scan;
+mod strict;
 
 pub use error::{codes, error_response};
-pub use message::{peek_frame, Frame, Message, MessageKind, PeekError, RequestId};
+pub use message::{
+    peek_frame, peek_frame_within, Frame, Message, MessageKind, PeekError, RequestId,
+};
+pub use scan::{scan, ScanError, DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH_CEILING};

@@ -188,16 +188,64 @@ fn context_of(direction: Direction, message: &Message, mcp_method: &str) -> Mess
     }
 }
 
-fn parse(message: &Message) -> Result<MessageDoc, Vec<Delivery>> {
+/// The message as a tree for the hooks; a message that has none (a
+/// duplicate object key) is refused and recorded.
+async fn parse(
+    session: &Session,
+    direction: Direction,
+    message: &Message,
+    answer_to: Option<&str>,
+) -> Result<MessageDoc, Vec<Delivery>> {
     match message.to_value() {
         Ok(value) => Ok(MessageDoc::new(message.bytes.clone(), value)),
-        Err(err) => Err(vec![Delivery::Reply(error_response(
-            message.id.as_ref(),
-            codes::PARSE_ERROR,
-            &format!("parse error: {err}"),
-            None,
-        ))]),
+        Err(err) => Err(refuse_unparsable(session, direction, message, answer_to, &err).await),
     }
+}
+
+/// Refuses a message the peek accepted but whose tree cannot be built. A
+/// request is answered -32600 (duplicate key) or -32700; a response is
+/// replaced by an error to its requester (`answer_to`: the method it
+/// answers); a notification is dropped. Each is recorded.
+async fn refuse_unparsable(
+    session: &Session,
+    direction: Direction,
+    message: &Message,
+    answer_to: Option<&str>,
+    err: &serde_json::Error,
+) -> Vec<Delivery> {
+    let (code, kind) = if err.is_data() {
+        (codes::INVALID_REQUEST, "invalid request")
+    } else {
+        (codes::PARSE_ERROR, "parse error")
+    };
+    let reason = format!("{kind}: {err}");
+    let method = answer_to.unwrap_or(message.method());
+    let context = context_of(direction, message, method);
+    let (action, deliveries) = match (message.kind, &message.id) {
+        (MessageKind::Request, Some(id)) => (
+            Action::Blocked,
+            vec![Delivery::Reply(error_response(
+                Some(id),
+                code,
+                &reason,
+                None,
+            ))],
+        ),
+        (MessageKind::Response, Some(id)) => (
+            Action::Blocked,
+            vec![Delivery::Forward(error_response(
+                Some(id),
+                codes::INTERNAL_ERROR,
+                &format!("the response was refused: {err}"),
+                None,
+            ))],
+        ),
+        _ => (Action::Dropped, Vec::new()),
+    };
+    let decision = Decision::deny("malformed input refused by the proxy", None);
+    let step = uuid::Uuid::new_v4().to_string();
+    let _ = decide::record_event(session, step, &decision, &context, action, reason).await;
+    deliveries
 }
 
 async fn handle_request(
@@ -210,7 +258,7 @@ async fn handle_request(
         return Vec::new();
     };
     let method = message.method().to_owned();
-    let mut doc = match parse(&message) {
+    let mut doc = match parse(session, direction, &message, None).await {
         Ok(doc) => doc,
         Err(reply) => return reply,
     };
@@ -328,9 +376,9 @@ async fn handle_response(
     let Some(request) = session.pending_from(direction.reverse()).remove(&id) else {
         return unmatched_response(session, direction, &message).await;
     };
-    let mut doc = match parse(&message) {
+    let mut doc = match parse(session, direction, &message, Some(&request.method)).await {
         Ok(doc) => doc,
-        Err(_) => return Vec::new(),
+        Err(refusal) => return refusal,
     };
     let flow = Flow {
         context: context_of(direction, &message, &request.method),
@@ -391,9 +439,9 @@ async fn handle_notification(
     message: Message,
 ) -> Vec<Delivery> {
     let method = message.method().to_owned();
-    let mut doc = match parse(&message) {
+    let mut doc = match parse(session, direction, &message, None).await {
         Ok(doc) => doc,
-        Err(_) => return Vec::new(),
+        Err(refusal) => return refusal,
     };
     if method == "notifications/cancelled" && cancels_unforwarded(session, direction, &doc.value) {
         let context = context_of(direction, &message, &method);

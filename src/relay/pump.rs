@@ -22,7 +22,7 @@ use super::flow::{self, Delivery};
 use super::{inventory, lifecycle};
 use crate::enforce::Action;
 use crate::guardian::Decision;
-use crate::jsonrpc::{codes, error_response, peek_frame, Frame, MessageKind, PeekError};
+use crate::jsonrpc::{codes, error_response, peek_frame_within, Frame, MessageKind, PeekError};
 use crate::session::{Direction, Session, Writers};
 use crate::transport::LineFrame;
 
@@ -80,7 +80,7 @@ async fn relay_frame(
     bytes: Bytes,
     queue: &mpsc::Sender<Queued>,
 ) -> bool {
-    let frame = match peek_frame(bytes) {
+    let frame = match peek_frame_within(bytes, session.config.limits.max_json_depth) {
         Ok(frame) => frame,
         Err(err) => return refuse_malformed(session, direction, err, queue).await,
     };

@@ -394,10 +394,15 @@ pub struct NetProxy {
 impl NetProxy {
     /// Starts `acs-proxy --config CONFIG` and waits until it listens.
     pub fn start(config: &Path) -> Self {
+        Self::start_logging(config, "warn")
+    }
+
+    /// Like [`NetProxy::start`], logging at `level` (`ACS_PROXY_LOG`).
+    pub fn start_logging(config: &Path, level: &str) -> Self {
         let mut child = Command::new(proxy_bin())
             .arg("--config")
             .arg(config)
-            .env("ACS_PROXY_LOG", "warn")
+            .env("ACS_PROXY_LOG", level)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -491,7 +496,9 @@ impl Drop for NetProxy {
     }
 }
 
-/// The session chains `acs-proxy audit verify` reports, and whether each is sealed.
+/// The session chains `acs-proxy audit verify` reports, and whether each is
+/// sealed; the listener's edge chain (requests refused before reaching a
+/// session, see [`edge_entries`]) is left out.
 pub fn audit_chains(scratch: &Scratch) -> Vec<(String, bool)> {
     let output = Command::new(proxy_bin())
         .args(["audit", "verify"])
@@ -506,6 +513,24 @@ pub fn audit_chains(scratch: &Scratch) -> Vec<(String, bool)> {
             let id = rest.split(':').next().unwrap_or("").to_owned();
             let rest = rest.trim_end();
             (id, rest.ends_with(", sealed"))
+        })
+        .filter(|(id, _)| !id.starts_with(EDGE_CHAIN_PREFIX))
+        .collect()
+}
+
+/// `session_id` prefix of the listener's edge chain.
+pub const EDGE_CHAIN_PREFIX: &str = "edge-";
+
+/// The entries of the listener's edge chain: requests refused at the HTTP
+/// layer.
+pub fn edge_entries(scratch: &Scratch) -> Vec<Value> {
+    scratch
+        .audit_entries()
+        .into_iter()
+        .filter(|e| {
+            e["session_id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with(EDGE_CHAIN_PREFIX))
         })
         .collect()
 }

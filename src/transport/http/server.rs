@@ -32,6 +32,8 @@ mod events;
 mod handlers;
 mod header_checks;
 mod listener;
+mod principal;
+mod refusals;
 mod routing;
 mod session;
 mod shared;
@@ -56,8 +58,12 @@ pub(crate) use events::{
     body as sse_body, named as sse_named, response as sse_response, DropGuard,
 };
 pub(crate) use handlers::method_not_allowed;
+pub(crate) use principal::{may_use, Principal};
+pub(crate) use refusals::with_body_digest;
+use refusals::EdgeLog;
 pub(crate) use shared::{Shared, StartError, Started};
 
+use crate::audit::AuditLog;
 use crate::config::{Config, ListenConfig, ListenTransport};
 use crate::metrics::METRICS;
 use crate::transport::downstream::SessionStarter;
@@ -71,6 +77,8 @@ pub struct ServerSettings {
     pub routes: Vec<String>,
     /// Request body limit (and WebSocket message limit).
     pub max_message_bytes: usize,
+    /// Nesting limit checked before a body is parsed.
+    pub max_json_depth: usize,
     /// Frames queued per session and direction.
     pub queue: usize,
     /// How long shutdown waits for sessions to seal their audit chains.
@@ -84,6 +92,7 @@ impl ServerSettings {
             listen: config.listen.clone(),
             routes: config.upstreams.iter().map(|u| u.name.clone()).collect(),
             max_message_bytes: config.limits.max_message_bytes,
+            max_json_depth: config.limits.max_json_depth,
             queue: config.limits.max_in_flight,
             shutdown_deadline: Duration::from_secs(10),
         }
@@ -117,10 +126,12 @@ enum Kind {
 
 impl Server {
     /// Binds the listener and loads what it needs (TLS pair, token file);
-    /// any problem is a startup error.
+    /// any problem is a startup error. Requests refused before they reach
+    /// a session are recorded in an edge chain of `audit`, when given.
     pub async fn bind(
         settings: ServerSettings,
         starter: Arc<dyn SessionStarter>,
+        audit: Option<AuditLog>,
     ) -> Result<Server, String> {
         let listen = &settings.listen;
         if listen.transport == ListenTransport::Stdio {
@@ -143,7 +154,7 @@ impl Server {
             .local_addr()
             .map_err(|err| format!("cannot listen on {}: {err}", listen.address))?;
         let edge = edge::Edge::new(listen, local_addr)?;
-        let shared = Arc::new(Shared::new(settings, edge, starter));
+        let shared = Arc::new(Shared::new(settings, edge, EdgeLog::new(audit), starter));
         let app = router(&shared)?;
         Ok(Server {
             listener,
@@ -206,7 +217,8 @@ impl Server {
             None => None,
         };
         let housekeeping = tokio::spawn(housekeeping(shared.clone(), tls, stop.clone()));
-        let graceful = listener::accept_until(listener, app, acceptor, stop).await;
+        let header_timeout = Duration::from_millis(shared.settings.listen.header_read_timeout_ms);
+        let graceful = listener::accept_until(listener, app, acceptor, header_timeout, stop).await;
         shared.stopping.cancel();
         housekeeping.abort();
         cancel_sessions.cancel();
@@ -226,6 +238,7 @@ impl Server {
             );
         }
         let unfinished_sessions = shared.active_sessions();
+        shared.refusals.close().await;
         // Streams end with their sessions; give connections a moment to finish.
         let _ = tokio::time::timeout(Duration::from_secs(2), graceful.shutdown()).await;
         ShutdownReport {
@@ -350,8 +363,11 @@ fn router(shared: &Arc<Shared>) -> Result<Router, String> {
             let (parts, _) = request.into_parts();
             let response = match shared.edge.check(&parts) {
                 Err(response) => *response,
-                Ok(()) => rejection(StatusCode::NOT_FOUND, "no MCP endpoint here"),
+                Ok(_) => rejection(StatusCode::NOT_FOUND, "no MCP endpoint here"),
             };
+            shared
+                .refusals
+                .note(&Arc::from("-"), &parts.method, &response);
             METRICS.http_request("-", response.status().as_u16());
             response
         }
@@ -369,17 +385,24 @@ struct Endpoint {
 
 impl Endpoint {
     async fn handle(&self, request: Request) -> Response {
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
         let origin = parts.headers.get(header::ORIGIN).cloned();
+        let method = parts.method.clone();
         let response = if parts.method == Method::OPTIONS {
             preflight(&self.shared, &parts)
         } else {
             match self.shared.edge.check(&parts) {
                 Err(response) => *response,
-                Ok(()) => self.serve(parts, body).await,
+                Ok(principal) => {
+                    if let Some(principal) = principal {
+                        parts.extensions.insert(principal);
+                    }
+                    self.serve(parts, body).await
+                }
             }
         };
         let response = cors(origin, response);
+        self.shared.refusals.note(&self.route, &method, &response);
         METRICS.http_request(&self.route, response.status().as_u16());
         response
     }
@@ -456,6 +479,7 @@ mod tests {
             },
             routes: routes.iter().map(|r| (*r).to_owned()).collect(),
             max_message_bytes: 1 << 20,
+            max_json_depth: crate::jsonrpc::DEFAULT_MAX_JSON_DEPTH,
             queue: 16,
             shutdown_deadline: Duration::from_secs(1),
         }

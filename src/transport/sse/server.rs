@@ -21,10 +21,10 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::jsonrpc::{codes, peek_frame, PeekError};
+use crate::jsonrpc::{codes, peek_frame_within, PeekError};
 use crate::transport::http::server::{
-    accepts, content_type_is_json, method_not_allowed, one_line, read_body, rejection, sse_body,
-    sse_named, sse_response, DropGuard, Shared, Started,
+    accepts, content_type_is_json, may_use, method_not_allowed, one_line, read_body, rejection,
+    sse_body, sse_named, sse_response, with_body_digest, DropGuard, Principal, Shared, Started,
 };
 use crate::transport::LineFrame;
 
@@ -32,6 +32,7 @@ type FrameSender = mpsc::Sender<std::io::Result<LineFrame>>;
 
 struct LegacySession {
     route: Arc<str>,
+    principal: Option<Principal>,
     frames: FrameSender,
     ended: CancellationToken,
 }
@@ -89,6 +90,7 @@ pub(crate) async fn open(
         id.clone(),
         LegacySession {
             route,
+            principal: parts.extensions.get::<Principal>().copied(),
             frames,
             ended: ended.clone(),
         },
@@ -127,7 +129,7 @@ pub(crate) async fn message(
         let table = shared.legacy.lock();
         table
             .get(id)
-            .filter(|s| s.route == route)
+            .filter(|s| s.route == route && may_use(s.principal.as_ref(), parts.extensions.get()))
             .map(|s| s.frames.clone())
     };
     let Some(frames) = frames else {
@@ -143,7 +145,7 @@ pub(crate) async fn message(
         Ok(body) => one_line(body),
         Err(response) => return response,
     };
-    if let Err(err) = peek_frame(body.clone()) {
+    if let Err(err) = peek_frame_within(body.clone(), shared.settings.max_json_depth) {
         let code = match err {
             PeekError::Parse(_) => codes::PARSE_ERROR,
             PeekError::Invalid { .. } => codes::INVALID_REQUEST,
@@ -152,12 +154,13 @@ pub(crate) async fn message(
             PeekError::Invalid { id, .. } => id.clone(),
             PeekError::Parse(_) => None,
         };
-        return crate::transport::http::server::json_error(
+        let refusal = crate::transport::http::server::json_error(
             StatusCode::BAD_REQUEST,
             id.as_ref(),
             code,
             &err.to_string(),
         );
+        return with_body_digest(refusal, &body);
     }
     match frames.send(Ok(LineFrame::Line(body))).await {
         Ok(()) => StatusCode::ACCEPTED.into_response(),

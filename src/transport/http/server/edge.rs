@@ -30,6 +30,8 @@ pub(crate) use self::request::{accepts, content_type_is_json, one_line, read_bod
 use self::tokens::bearer;
 pub(crate) use self::tokens::{file_stamp, TokenFile};
 
+use super::principal::Principal;
+use super::refusals::Refusal;
 use crate::config::ListenConfig;
 use crate::jsonrpc::{codes, error_response, RequestId};
 
@@ -88,8 +90,9 @@ impl Edge {
         self.tokens.clone()
     }
 
-    /// Host, then Origin, then the bearer token.
-    pub(crate) fn check(&self, parts: &Parts) -> Result<(), Refused> {
+    /// Host, then Origin, then the bearer token; the principal the token
+    /// authenticates (none without bearer auth).
+    pub(crate) fn check(&self, parts: &Parts) -> Result<Option<Principal>, Refused> {
         self.check_without_auth(parts)?;
         self.check_auth(parts)
     }
@@ -124,14 +127,15 @@ impl Edge {
         Ok(())
     }
 
-    fn check_auth(&self, parts: &Parts) -> Result<(), Refused> {
+    fn check_auth(&self, parts: &Parts) -> Result<Option<Principal>, Refused> {
         if let Some(tokens) = &self.tokens {
             let presented = parts
                 .headers
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
                 .and_then(bearer);
-            if !presented.is_some_and(|token| tokens.accepts(token)) {
+            let principal = presented.and_then(|token| tokens.principal(token));
+            if principal.is_none() {
                 let mut response =
                     rejection(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
                 response.headers_mut().insert(
@@ -140,8 +144,9 @@ impl Edge {
                 );
                 return Err(Box::new(response));
             }
+            return Ok(principal);
         }
-        Ok(())
+        Ok(None)
     }
 }
 
@@ -199,7 +204,8 @@ pub(crate) fn rejection(status: StatusCode, message: &str) -> Response {
     json_error(status, None, code, message)
 }
 
-/// An HTTP error carrying a JSON-RPC error body.
+/// An HTTP error carrying a JSON-RPC error body, marked as a refusal for
+/// the edge audit chain.
 pub(crate) fn json_error(
     status: StatusCode,
     id: Option<&RequestId>,
@@ -209,7 +215,8 @@ pub(crate) fn json_error(
     json_error_with_data(status, id, code, message, None)
 }
 
-/// An HTTP error carrying a JSON-RPC error body with `data`.
+/// An HTTP error carrying a JSON-RPC error body with `data`, marked as a
+/// refusal for the edge audit chain.
 pub(crate) fn json_error_with_data(
     status: StatusCode,
     id: Option<&RequestId>,
@@ -217,12 +224,18 @@ pub(crate) fn json_error_with_data(
     message: &str,
     data: Option<serde_json::Value>,
 ) -> Response {
-    (
+    let mut response = (
         status,
         [(header::CONTENT_TYPE, "application/json")],
         error_response(id, code, message, data),
     )
-        .into_response()
+        .into_response();
+    response.extensions_mut().insert(Refusal {
+        message: message.to_owned(),
+        mcp_id: id.map(RequestId::to_value),
+        body_digest: None,
+    });
+    response
 }
 
 #[cfg(test)]

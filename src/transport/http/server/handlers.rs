@@ -44,11 +44,13 @@ use bytes::Bytes;
 use super::edge::{self, json_error, rejection, Refused};
 use super::era;
 use super::events::{self, SESSION_HEADER};
+use super::principal::{may_use, Principal};
+use super::refusals::with_body_digest;
 use super::routing::{cancelled_request, AttachError, Mode, Opened, PostedRequest, STANDALONE};
 use super::session::{execute, HttpSession};
 use super::shared::Shared;
 use super::stateless;
-use crate::jsonrpc::{codes, peek_frame, Frame, Message, MessageKind, PeekError};
+use crate::jsonrpc::{codes, peek_frame_within, Frame, Message, MessageKind, PeekError};
 
 /// Protocol revisions the session era serves, oldest first.
 pub(crate) const SUPPORTED_VERSIONS: [&str; 4] =
@@ -87,13 +89,10 @@ pub(crate) fn method_not_allowed(allow: &'static str) -> Response {
 }
 
 /// The session a request names: 400 without an id, 404 for an unknown
-/// (expired, deleted, other route's) one.
-fn session_of(
-    shared: &Shared,
-    route: &str,
-    headers: &HeaderMap,
-) -> Result<Arc<HttpSession>, Refused> {
-    let Some(id) = headers.get(SESSION_HEADER) else {
+/// (expired, deleted, other route's, other principal's) one.
+fn session_of(shared: &Shared, route: &str, parts: &Parts) -> Result<Arc<HttpSession>, Refused> {
+    let presented = parts.extensions.get::<Principal>();
+    let Some(id) = parts.headers.get(SESSION_HEADER) else {
         return Err(Box::new(rejection(
             StatusCode::BAD_REQUEST,
             "Mcp-Session-Id is required: send `initialize` first to open a session",
@@ -103,7 +102,7 @@ fn session_of(
         .to_str()
         .ok()
         .and_then(|id| shared.http.get(id))
-        .filter(|s| &*s.route == route);
+        .filter(|s| &*s.route == route && may_use(s.principal.as_ref(), presented));
     session.ok_or_else(|| {
         Box::new(rejection(
             StatusCode::NOT_FOUND,
@@ -157,20 +156,9 @@ async fn post(shared: &Arc<Shared>, route: Arc<str>, parts: &Parts, body: Body) 
         Ok(body) => edge::one_line(body),
         Err(response) => return response,
     };
-    let (messages, batch) = match peek_frame(body.clone()) {
-        Ok(Frame::Single(message)) => (vec![message], false),
-        Ok(Frame::Batch(messages)) => (messages, true),
-        Err(PeekError::Parse(reason)) => {
-            return json_error(StatusCode::BAD_REQUEST, None, codes::PARSE_ERROR, &reason)
-        }
-        Err(PeekError::Invalid { id, reason }) => {
-            return json_error(
-                StatusCode::BAD_REQUEST,
-                id.as_ref(),
-                codes::INVALID_REQUEST,
-                &format!("invalid request: {reason}"),
-            )
-        }
+    let (messages, batch) = match frame_of(&body, shared.settings.max_json_depth) {
+        Ok(frame) => frame,
+        Err(response) => return with_body_digest(*response, &body),
     };
     if era::is_stateless_post(headers, &messages, batch) {
         return stateless::post(shared, route, parts, body, messages, accepts).await;
@@ -178,7 +166,7 @@ async fn post(shared: &Arc<Shared>, route: Arc<str>, parts: &Parts, body: Body) 
     let initialize =
         !batch && messages[0].kind == MessageKind::Request && messages[0].method() == "initialize";
     let session = if headers.contains_key(SESSION_HEADER) || !initialize {
-        let session = match session_of(shared, &route, headers) {
+        let session = match session_of(shared, &route, parts) {
             Ok(session) => session,
             Err(response) => return *response,
         };
@@ -192,12 +180,52 @@ async fn post(shared: &Arc<Shared>, route: Arc<str>, parts: &Parts, body: Body) 
             return *response;
         }
         match shared.start_session(&route, "http", Vec::new()).await {
-            Ok(started) => shared.http.create(route.clone(), started),
+            Ok(started) => {
+                let principal = parts.extensions.get::<Principal>().copied();
+                shared.http.create(route.clone(), principal, started)
+            }
             Err(err) => return err.response(&route, messages[0].id.as_ref()),
         }
     };
     session.touch();
     deliver(&session, body, &messages, batch, initialize, accepts.sse).await
+}
+
+/// The messages of a POST body, and whether they came as a batch; 400 with
+/// -32700 / -32600 when the body is not a usable JSON-RPC frame or is a
+/// batch holding `initialize` (MCP lifecycle).
+fn frame_of(body: &Bytes, max_depth: usize) -> Result<(Vec<Message>, bool), Refused> {
+    let (messages, batch) = match peek_frame_within(body.clone(), max_depth) {
+        Ok(Frame::Single(message)) => (vec![message], false),
+        Ok(Frame::Batch(messages)) => (messages, true),
+        Err(PeekError::Parse(reason)) => {
+            return Err(Box::new(json_error(
+                StatusCode::BAD_REQUEST,
+                None,
+                codes::PARSE_ERROR,
+                &format!("parse error: {reason}"),
+            )))
+        }
+        Err(PeekError::Invalid { id, reason }) => {
+            return Err(Box::new(json_error(
+                StatusCode::BAD_REQUEST,
+                id.as_ref(),
+                codes::INVALID_REQUEST,
+                &format!("invalid request: {reason}"),
+            )))
+        }
+    };
+    if batch {
+        if let Some(init) = messages.iter().find(|m| m.method() == "initialize") {
+            return Err(Box::new(json_error(
+                StatusCode::BAD_REQUEST,
+                init.id.as_ref(),
+                codes::INVALID_REQUEST,
+                "invalid request: `initialize` must not be part of a JSON-RPC batch",
+            )));
+        }
+    }
+    Ok((messages, batch))
 }
 
 /// Pushes a POST's frame into the session and answers it: 202 for
@@ -285,7 +313,7 @@ fn get(shared: &Arc<Shared>, route: &str, parts: &Parts) -> Response {
             "GET opens an SSE stream: Accept must allow text/event-stream",
         );
     }
-    let session = match session_of(shared, route, headers) {
+    let session = match session_of(shared, route, parts) {
         Ok(session) => session,
         Err(response) => return *response,
     };
@@ -324,7 +352,7 @@ fn parse_event_id(text: &str) -> Option<(u64, u64)> {
 }
 
 async fn delete(shared: &Arc<Shared>, route: &str, parts: &Parts) -> Response {
-    let session = match session_of(shared, route, &parts.headers) {
+    let session = match session_of(shared, route, parts) {
         Ok(session) => session,
         Err(response) => return *response,
     };

@@ -15,9 +15,6 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-/// A client must send its request headers within this time.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// A TLS handshake must finish within this time.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -25,15 +22,17 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const H2_KEEP_ALIVE: Duration = Duration::from_secs(30);
 
 /// Accepts connections until `stop` fires; returns the handle that ends
-/// the connections still open.
+/// the connections still open. A client that has not sent a request's
+/// headers within `header_read_timeout` is disconnected.
 pub(crate) async fn accept_until(
     listener: TcpListener,
     app: Router,
     tls: Option<TlsAcceptor>,
+    header_read_timeout: Duration,
     stop: CancellationToken,
 ) -> GracefulShutdown {
     let graceful = GracefulShutdown::new();
-    let builder = Arc::new(connection_builder());
+    let builder = Arc::new(connection_builder(header_read_timeout));
     loop {
         let accepted = tokio::select! {
             _ = stop.cancelled() => break,
@@ -69,12 +68,12 @@ pub(crate) async fn accept_until(
     graceful
 }
 
-fn connection_builder() -> Builder<TokioExecutor> {
+fn connection_builder(header_read_timeout: Duration) -> Builder<TokioExecutor> {
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
+        .header_read_timeout(header_read_timeout);
     builder
         .http2()
         .timer(TokioTimer::new())

@@ -11,6 +11,7 @@ use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::events::{self, DropGuard};
+use super::principal::Principal;
 use super::routing::{cancellation, Attachment, Dispatch, ReplayLimits, Routes};
 use super::shared::{FrameSender, Started};
 use crate::jsonrpc::{codes, error_response};
@@ -43,6 +44,8 @@ pub(crate) struct HttpSession {
     pub(crate) id: String,
     /// The upstream route the session was created on.
     pub(crate) route: Arc<str>,
+    /// Who opened it; only they may use it.
+    pub(crate) principal: Option<Principal>,
     frames: Mutex<Option<FrameSender>>,
     routes: Mutex<Routes>,
     last_active: Mutex<Instant>,
@@ -59,10 +62,17 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl HttpSession {
-    fn new(id: String, route: Arc<str>, frames: FrameSender, sealed: CancellationToken) -> Self {
+    fn new(
+        id: String,
+        route: Arc<str>,
+        principal: Option<Principal>,
+        frames: FrameSender,
+        sealed: CancellationToken,
+    ) -> Self {
         Self {
             id,
             route,
+            principal,
             frames: Mutex::new(Some(frames)),
             routes: Mutex::new(Routes::new(REPLAY_LIMITS)),
             last_active: Mutex::new(Instant::now()),
@@ -202,14 +212,25 @@ impl SessionTable {
 
     /// Registers a started session under a fresh id and starts routing what
     /// the relay sends it.
-    pub(crate) fn create(self: &Arc<Self>, route: Arc<str>, started: Started) -> Arc<HttpSession> {
+    pub(crate) fn create(
+        self: &Arc<Self>,
+        route: Arc<str>,
+        principal: Option<Principal>,
+        started: Started,
+    ) -> Arc<HttpSession> {
         let Started {
             frames,
             outgoing,
             sealed,
         } = started;
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let session = Arc::new(HttpSession::new(id.clone(), route, frames, sealed));
+        let session = Arc::new(HttpSession::new(
+            id.clone(),
+            route,
+            principal,
+            frames,
+            sealed,
+        ));
         lock(&self.map).insert(id, session.clone());
         let table = Arc::downgrade(self);
         let routed = session.clone();

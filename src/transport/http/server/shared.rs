@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::edge::{json_error, Edge};
+use super::refusals::EdgeLog;
 use super::session::SessionTable;
 use super::ServerSettings;
 use crate::jsonrpc::{codes, RequestId};
@@ -29,6 +30,8 @@ pub(crate) type FrameSender = mpsc::Sender<std::io::Result<LineFrame>>;
 pub(crate) struct Shared {
     pub(crate) settings: ServerSettings,
     pub(crate) edge: Edge,
+    /// Requests refused before reaching a session, for the audit log.
+    pub(crate) refusals: EdgeLog,
     pub(crate) http: Arc<SessionTable>,
     pub(crate) legacy: LegacyTable,
     starter: Arc<dyn SessionStarter>,
@@ -98,11 +101,13 @@ impl Shared {
     pub(crate) fn new(
         settings: ServerSettings,
         edge: Edge,
+        refusals: EdgeLog,
         starter: Arc<dyn SessionStarter>,
     ) -> Self {
         Self {
             settings,
             edge,
+            refusals,
             http: Arc::new(SessionTable::default()),
             legacy: LegacyTable::default(),
             starter,

@@ -9,6 +9,8 @@ use std::time::SystemTime;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::super::principal::Principal;
+
 /// The token of `Bearer <token>` (scheme case-insensitive).
 pub(super) fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim().split_once(' ')?;
@@ -44,15 +46,16 @@ impl TokenFile {
         })
     }
 
-    /// Whether `token` is one of the file's, in constant time per token.
-    pub(super) fn accepts(&self, token: &str) -> bool {
+    /// The principal `token` authenticates when it is one of the file's;
+    /// constant time per token.
+    pub(super) fn principal(&self, token: &str) -> Option<Principal> {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let state = self.state.read().unwrap_or_else(|e| e.into_inner());
         let mut found = subtle::Choice::from(0);
         for known in &state.digests {
             found |= known.ct_eq(&digest);
         }
-        found.into()
+        bool::from(found).then(|| Principal::from_token_digest(digest))
     }
 
     /// Re-reads the file if its modification time or size changed; keeps
