@@ -46,10 +46,15 @@ pub struct Session {
     pub id: Option<HeaderValue>,
 }
 
-/// One keep-alive HTTP/1.1 connection.
+/// One keep-alive HTTP/1.1 connection, reopened when the server has
+/// closed it (a server may close idle keep-alive connections; the MCP
+/// session lives on, named by its header).
 pub struct Connection {
     sender: SendRequest<Full<Bytes>>,
     host: HeaderValue,
+    addr: SocketAddr,
+    /// Times the connection was found closed and opened again.
+    pub reconnects: usize,
 }
 
 /// What the client reads from each JSON-RPC message.
@@ -78,7 +83,12 @@ impl Connection {
         tokio::spawn(connection);
         let host = HeaderValue::from_str(&addr.to_string())
             .map_err(|err| format!("host header: {err}"))?;
-        Ok(Connection { sender, host })
+        Ok(Connection {
+            sender,
+            host,
+            addr,
+            reconnects: 0,
+        })
     }
 
     /// POSTs `body` and returns the status, the session id header and the
@@ -103,6 +113,11 @@ impl Connection {
         let request = request
             .body(Full::new(body))
             .map_err(|err| format!("building a request: {err}"))?;
+        if self.sender.ready().await.is_err() {
+            let reconnects = self.reconnects + 1;
+            *self = Connection::open(self.addr).await?;
+            self.reconnects = reconnects;
+        }
         let exchange = async {
             self.sender
                 .ready()

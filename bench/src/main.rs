@@ -117,17 +117,23 @@ fn run(args: &BenchArgs) -> Result<String, String> {
     let mut markdown = context.header();
     for suite in &args.suites {
         let load_before = procfs::load_average();
-        let section = match suite.as_str() {
-            "stdio" => suite_stdio::run(args, &context)?,
-            "http" => suite_http::run(args, &context)?,
-            "guardian" => suite_guardian::run(args, &context)?,
-            "scale" => suite_scale::run(args, &context)?,
+        let outcome = match suite.as_str() {
+            "stdio" => suite_stdio::run(args, &context),
+            "http" => suite_http::run(args, &context),
+            "guardian" => suite_guardian::run(args, &context),
+            "scale" => suite_scale::run(args, &context),
             other => {
                 return Err(format!(
                     "unknown suite {other:?} (stdio, http, guardian, scale)"
                 ))
             }
         };
+        // A failed suite is reported, and the suites after it still run.
+        let section = outcome.unwrap_or_else(|err| {
+            eprintln!("acs-proxy-bench: {suite} suite failed: {err}");
+            format!("\n## {suite} suite\n\n**failed**: {err}\n")
+        });
+        eprint!("{section}");
         markdown.push_str(&section);
         markdown.push_str(&format!(
             "\n- load average (1/5/15 min) before the suite: {load_before}; after: {}\n",

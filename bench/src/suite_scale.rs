@@ -139,6 +139,7 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
         .map_err(&fail)?;
     let after = tree.cpu();
     let under_load = memory(pid);
+    let reconnects: usize = connections.iter().map(|c| c.reconnects).sum();
     let load = PhaseResult::new(phase, before, after);
     drop(connections);
     let stopped = Instant::now();
@@ -212,7 +213,8 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
         md,
         "\n- parameters: upstream = `acs-proxy-bench serve-echo-http` (stateless Streamable HTTP, JSON answers) at {upstream}; \
          proxy: embedded Guardian, {} rules, tools_call = \"both\", inventory on, audit fsync = \"batch\", max_sessions = {}; \
-         each session on its own keep-alive connection; {} audit entries; SIGTERM to exit took {:.1} s; open-file limit {fd_limit}",
+         each session on its own keep-alive connection ({reconnects} reopened after the proxy closed them while idle); \
+         {} audit entries; SIGTERM to exit took {:.1} s; open-file limit {fd_limit}",
         args.rules,
         args.idle_sessions + 16,
         entries,
