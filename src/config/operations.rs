@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -57,6 +58,20 @@ pub struct LimitsConfig {
     /// Messages read from one side but not yet written to the other.
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight: usize,
+    /// How long a request forwarded to the upstream server may go
+    /// unanswered before the client gets -32014 and the server a
+    /// `notifications/cancelled`; 0 waits forever. A backstop against a
+    /// hung server, so it defaults to well past any client's own timeout.
+    #[serde(default = "default_upstream_request_timeout_ms")]
+    pub upstream_request_timeout_ms: u64,
+}
+
+impl LimitsConfig {
+    /// The per-request upstream timeout, `None` when switched off.
+    pub fn upstream_request_timeout(&self) -> Option<Duration> {
+        (self.upstream_request_timeout_ms > 0)
+            .then(|| Duration::from_millis(self.upstream_request_timeout_ms))
+    }
 }
 
 impl Default for LimitsConfig {
@@ -64,6 +79,7 @@ impl Default for LimitsConfig {
         Self {
             max_message_bytes: default_max_message_bytes(),
             max_in_flight: default_max_in_flight(),
+            upstream_request_timeout_ms: default_upstream_request_timeout_ms(),
         }
     }
 }
@@ -74,4 +90,8 @@ fn default_max_message_bytes() -> usize {
 
 fn default_max_in_flight() -> usize {
     256
+}
+
+fn default_upstream_request_timeout_ms() -> u64 {
+    300_000
 }

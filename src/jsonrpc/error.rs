@@ -24,6 +24,10 @@ pub mod codes {
     pub const UPSTREAM_UNAVAILABLE: i64 = -32011;
     /// The audit log cannot record, so nothing is let through.
     pub const AUDIT_UNAVAILABLE: i64 = -32013;
+    /// The upstream server did not answer a forwarded request within
+    /// `[limits] upstream_request_timeout_ms`; the request was cancelled
+    /// upstream and a late answer is dropped.
+    pub const UPSTREAM_TIMEOUT: i64 = -32014;
 }
 
 /// Builds `{"jsonrpc":"2.0","id":…,"error":{…}}`; a missing id becomes `null`.
