@@ -56,10 +56,17 @@ pub struct RemoteSettings {
     pub nonce: bool,
 }
 
-/// Per-session state: the derived key and the Guardian's last chain head.
+mod rehandshake;
+
+/// Per-session state: the derived key, the Guardian's last chain head, and
+/// what a re-handshake needs.
 struct RemoteSession {
     key: SessionKey,
     chain_head: Option<String>,
+    /// The MCP revision the handshake declared.
+    mcp_version: Option<String>,
+    /// An exchange failed in transport since the last handshake.
+    unreachable: bool,
 }
 
 /// A Guardian reached over the ACS wire.
@@ -119,13 +126,24 @@ impl RemoteGuardian {
 
     fn session_key(&self, metadata: &Metadata) -> (SessionKey, Option<String>) {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        let session = sessions
+        let session = self.session_entry(&mut sessions, metadata);
+        (session.key.clone(), session.chain_head.clone())
+    }
+
+    /// The session's state, created with its derived key when new.
+    fn session_entry<'s>(
+        &self,
+        sessions: &'s mut HashMap<Uuid, RemoteSession>,
+        metadata: &Metadata,
+    ) -> &'s mut RemoteSession {
+        sessions
             .entry(metadata.session_id)
             .or_insert_with(|| RemoteSession {
                 key: SessionKey::derive(&self.settings.secret, &metadata.session_id.to_string()),
                 chain_head: None,
-            });
-        (session.key.clone(), session.chain_head.clone())
+                mcp_version: None,
+                unreachable: false,
+            })
     }
 
     fn remember_head(&self, metadata: &Metadata, head: &str) {
@@ -191,6 +209,8 @@ impl RemoteGuardian {
         mcp_version: Option<&str>,
     ) -> Result<Negotiated, GuardianError> {
         let (key, _) = self.session_key(metadata);
+        let version = mcp_version.map(str::to_owned);
+        self.with_session(metadata, |session| session.mcp_version = version);
         let payload = wire::client_hello_payload(
             &self.settings.methods_implemented,
             mcp_version,
@@ -214,11 +234,13 @@ impl RemoteGuardian {
         hook: &HookRequest,
         metadata: &Metadata,
     ) -> Result<Decision, GuardianError> {
+        self.rehandshake_if_needed(metadata).await?;
         let (key, head) = self.session_key(metadata);
         let id = self.next_id();
         let envelope = self.hook_envelope(hook, id, metadata, head.as_deref());
-        let reply = self.exchange(envelope, &key).await?;
-        self.read_decision(&reply, id, hook, metadata)
+        let reply = self.exchange(envelope, &key).await;
+        self.note_transport(metadata, &reply);
+        self.read_decision(&reply?, id, hook, metadata)
     }
 
     /// Reads an authenticated reply to `hook` (sent under JSON-RPC `id`)
@@ -254,6 +276,9 @@ impl RemoteGuardian {
             return BatchAnswer::Unsupported;
         }
         let every = |err: GuardianError| BatchAnswer::Answers(vec![Err(err); hooks.len()]);
+        if let Err(err) = self.rehandshake_if_needed(metadata).await {
+            return every(err);
+        }
         let (key, head) = self.session_key(metadata);
         let mut ids = Vec::with_capacity(hooks.len());
         let mut envelopes = Vec::with_capacity(hooks.len());
@@ -266,7 +291,9 @@ impl RemoteGuardian {
             ids.push(id);
             envelopes.push(envelope);
         }
-        let reply = match self.send(&Value::Array(envelopes)).await {
+        let sent = self.send(&Value::Array(envelopes)).await;
+        self.note_transport(metadata, &sent);
+        let reply = match sent {
             Ok(reply) => reply,
             Err(err) => return every(err),
         };
