@@ -30,7 +30,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::signing::{sign_request, verify_response, SessionKey, SignatureError, SigningSecret};
-use super::transport::GuardianTransport;
+use super::transport::{GuardianTransport, TransportError};
 use super::wire::{self, codes, Reply, WireError};
 use crate::guardian::{
     BatchAnswer, Decision, DecisionSource, FailurePosture, Guardian, GuardianError, Negotiated,
@@ -155,12 +155,27 @@ impl RemoteGuardian {
 
     /// Sends one envelope and parses the reply as JSON.
     async fn send(&self, envelope: &Value) -> Result<Value, GuardianError> {
+        self.send_in(envelope, None).await
+    }
+
+    /// Like [`Self::send`], for an exchange of a session: when no
+    /// connection can be made the Guardian may be restarting, so the
+    /// session is marked for a re-handshake.
+    async fn send_in(
+        &self,
+        envelope: &Value,
+        session: Option<&Metadata>,
+    ) -> Result<Value, GuardianError> {
         let body = Bytes::from(envelope.to_string());
-        let reply = self
-            .transport
-            .call(body)
-            .await
-            .map_err(|err| GuardianError::Transport(err.to_string()))?;
+        let reply = match self.transport.call(body).await {
+            Ok(reply) => reply,
+            Err(err) => {
+                if let (Some(metadata), TransportError::Connect(_)) = (session, &err) {
+                    self.mark_unreachable(metadata);
+                }
+                return Err(GuardianError::Transport(err.to_string()));
+            }
+        };
         serde_json::from_slice(&reply)
             .map_err(|err| GuardianError::Malformed(format!("not JSON: {err}")))
     }
@@ -180,9 +195,10 @@ impl RemoteGuardian {
         &self,
         mut envelope: Value,
         key: &SessionKey,
+        metadata: &Metadata,
     ) -> Result<Value, GuardianError> {
         self.seal(&mut envelope, key)?;
-        let reply = self.send(&envelope).await?;
+        let reply = self.send_in(&envelope, Some(metadata)).await?;
         authenticated(&reply, key)?;
         Ok(reply)
     }
@@ -221,9 +237,12 @@ impl RemoteGuardian {
         let hook = HookRequest::new(crate::hooks::HANDSHAKE_HELLO, payload, None);
         let id = self.next_id();
         let envelope = hook.envelope(id, metadata);
-        let reply = tokio::time::timeout(self.settings.timeout, self.exchange(envelope, &key))
-            .await
-            .map_err(|_| GuardianError::Timeout(millis(self.settings.timeout)))??;
+        let reply = tokio::time::timeout(
+            self.settings.timeout,
+            self.exchange(envelope, &key, metadata),
+        )
+        .await
+        .map_err(|_| GuardianError::Timeout(millis(self.settings.timeout)))??;
         wire::check_reply_id(&reply, &Value::from(id)).map_err(wire_error)?;
         let hello = wire::parse_server_hello(&reply).map_err(wire_error)?;
         Ok(hello.negotiated(self.settings.local_posture))
@@ -238,9 +257,8 @@ impl RemoteGuardian {
         let (key, head) = self.session_key(metadata);
         let id = self.next_id();
         let envelope = self.hook_envelope(hook, id, metadata, head.as_deref());
-        let reply = self.exchange(envelope, &key).await;
-        self.note_transport(metadata, &reply);
-        self.read_decision(&reply?, id, hook, metadata)
+        let reply = self.exchange(envelope, &key, metadata).await?;
+        self.read_decision(&reply, id, hook, metadata)
     }
 
     /// Reads an authenticated reply to `hook` (sent under JSON-RPC `id`)
@@ -291,9 +309,7 @@ impl RemoteGuardian {
             ids.push(id);
             envelopes.push(envelope);
         }
-        let sent = self.send(&Value::Array(envelopes)).await;
-        self.note_transport(metadata, &sent);
-        let reply = match sent {
+        let reply = match self.send_in(&Value::Array(envelopes), Some(metadata)).await {
             Ok(reply) => reply,
             Err(err) => return every(err),
         };

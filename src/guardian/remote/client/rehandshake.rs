@@ -1,12 +1,14 @@
 //! Re-handshaking with a Guardian that was unreachable.
 //!
-//! A Guardian that could not be reached may have restarted, and a
+//! A Guardian that could not be connected to may have restarted, and a
 //! restarted Guardian knows nothing of the session: neither its handshake
-//! nor its chain. So after a transport failure the session's next hook is
+//! nor its chain. So after a failed connection the session's next hook is
 //! preceded by a fresh `handshake/hello`, and the chain head the proxy
 //! witnesses starts over with the new Guardian's answers. Until the
 //! Guardian answers again every hook fails in transport and the relay
-//! applies the session's failure posture, as for any other failure.
+//! applies the session's failure posture, as for any other failure. A
+//! connection the Guardian dropped mid-exchange is not such a sign: the
+//! same process still holds the session, so nothing starts over.
 //!
 //! The session keeps the contract it negotiated first (methods evaluated,
 //! timeouts, posture): the relay enforces that one from its start.
@@ -16,12 +18,10 @@ use crate::guardian::GuardianError;
 use crate::hooks::Metadata;
 
 impl RemoteGuardian {
-    /// Marks the session for a re-handshake when `result` is a transport
-    /// failure.
-    pub(super) fn note_transport<T>(&self, metadata: &Metadata, result: &Result<T, GuardianError>) {
-        if matches!(result, Err(GuardianError::Transport(_))) {
-            self.with_session(metadata, |session| session.unreachable = true);
-        }
+    /// Marks the session for a re-handshake: no connection to the
+    /// Guardian could be made.
+    pub(super) fn mark_unreachable(&self, metadata: &Metadata) {
+        self.with_session(metadata, |session| session.unreachable = true);
     }
 
     /// Re-handshakes first if the last exchange could not reach the
