@@ -33,7 +33,9 @@ pub struct Metrics {
     /// upstream route (the upstream's name).
     pub sessions_active: IntGaugeVec,
     /// `acs_proxy_upstream_errors_total{route,kind}`: upstreams that could
-    /// not be reached (`connect`) or went away mid-session (`exited`).
+    /// not be reached (`connect`), went away mid-session (`exited`), left a
+    /// request unanswered past its limit (`timeout`) or wrote a line that
+    /// is not a JSON-RPC message (`malformed`).
     pub upstream_errors_total: IntCounterVec,
     /// `acs_proxy_http_requests_total{route,status}`: requests answered by
     /// the agent-facing HTTP listener, by route and HTTP status.
@@ -134,7 +136,7 @@ impl Metrics {
         let upstream_errors_total = counter_vec(
             &registry,
             "acs_proxy_upstream_errors_total",
-            "Upstreams that could not be reached or went away, by route and kind",
+            "Upstreams that could not be reached, went away, timed out or sent malformed lines, by route and kind",
             &["route", "kind"],
         );
         let http_requests_total = counter_vec(

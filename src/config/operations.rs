@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -76,6 +77,20 @@ pub struct LimitsConfig {
     /// neither a full parse nor a Guardian call.
     #[serde(default = "default_max_json_depth")]
     pub max_json_depth: usize,
+    /// How long a request forwarded to the upstream server may go
+    /// unanswered before the client gets -32014 and the server a
+    /// `notifications/cancelled`; 0 waits forever. A backstop against a
+    /// hung server, so it defaults to well past any client's own timeout.
+    #[serde(default = "default_upstream_request_timeout_ms")]
+    pub upstream_request_timeout_ms: u64,
+}
+
+impl LimitsConfig {
+    /// The per-request upstream timeout, `None` when switched off.
+    pub fn upstream_request_timeout(&self) -> Option<Duration> {
+        (self.upstream_request_timeout_ms > 0)
+            .then(|| Duration::from_millis(self.upstream_request_timeout_ms))
+    }
 }
 
 impl Default for LimitsConfig {
@@ -86,6 +101,7 @@ impl Default for LimitsConfig {
             max_requests_per_session: None,
             max_requests_total: None,
             max_json_depth: default_max_json_depth(),
+            upstream_request_timeout_ms: default_upstream_request_timeout_ms(),
         }
     }
 }
@@ -100,4 +116,8 @@ fn default_max_in_flight() -> usize {
 
 fn default_max_json_depth() -> usize {
     crate::jsonrpc::DEFAULT_MAX_JSON_DEPTH
+}
+
+fn default_upstream_request_timeout_ms() -> u64 {
+    300_000
 }

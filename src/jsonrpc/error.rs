@@ -30,6 +30,10 @@ pub mod codes {
     pub const LIMIT_EXCEEDED: i64 = -32012;
     /// The audit log cannot record, so nothing is let through.
     pub const AUDIT_UNAVAILABLE: i64 = -32013;
+    /// The upstream server did not answer a forwarded request within
+    /// `[limits] upstream_request_timeout_ms`; the request was cancelled
+    /// upstream and a late answer is dropped.
+    pub const UPSTREAM_TIMEOUT: i64 = -32014;
     /// MCP 2026-07-28 `HeaderMismatch`: a request's metadata headers
     /// (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`)
     /// are missing, malformed, or disagree with its body. Answered with

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::decide::{self, MessageContext};
 use super::pump::Outcome;
 use super::stage::{self, Flow, Passage};
-use super::{inventory, lifecycle};
+use super::{inventory, lifecycle, timeout};
 use crate::enforce::reply::{self, Denial};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::Decision;
@@ -49,7 +49,7 @@ pub async fn handle_frame(
 /// otherwise the surviving elements go on as a new array and the sender's
 /// replies come back as one array.
 async fn handle_batch(
-    session: &Session,
+    session: &Arc<Session>,
     direction: Direction,
     messages: Vec<Message>,
 ) -> Vec<Delivery> {
@@ -101,7 +101,7 @@ fn join_array(elements: &[Bytes]) -> Bytes {
 
 /// Handles one message.
 pub async fn handle_message(
-    session: &Session,
+    session: &Arc<Session>,
     direction: Direction,
     message: Message,
     detach: &mut Option<oneshot::Sender<Outcome>>,
@@ -249,7 +249,7 @@ async fn refuse_unparsable(
 }
 
 async fn handle_request(
-    session: &Session,
+    session: &Arc<Session>,
     direction: Direction,
     message: Message,
     detach: &mut Option<oneshot::Sender<Outcome>>,
@@ -264,13 +264,14 @@ async fn handle_request(
     };
     let tool = tool_name(&method, &doc.value);
     let cancel = CancellationToken::new();
+    let started = Instant::now();
     let pending = session.pending_from(direction);
     let registered = pending.insert(
         id.clone(),
         PendingRequest {
             method: method.clone(),
             tool: tool.clone(),
-            started: Instant::now(),
+            started,
             step_request_id: None,
             state: PendingState::Deciding,
             cancel: cancel.clone(),
@@ -328,6 +329,17 @@ async fn handle_request(
         request.state = PendingState::Forwarded;
         request.step_request_id = step_request_id;
     });
+    if direction == Direction::ClientToServer {
+        let answered = cancel;
+        timeout::watch(
+            session,
+            timeout::Watched {
+                id,
+                started,
+                answered,
+            },
+        );
+    }
     vec![Delivery::Forward(doc.into_bytes())]
 }
 
@@ -376,6 +388,8 @@ async fn handle_response(
     let Some(request) = session.pending_from(direction.reverse()).remove(&id) else {
         return unmatched_response(session, direction, &message).await;
     };
+    // Ends the request's upstream timeout watch.
+    request.cancel.cancel();
     let mut doc = match parse(session, direction, &message, Some(&request.method)).await {
         Ok(doc) => doc,
         Err(refusal) => return refusal,

@@ -6,6 +6,7 @@
 //! - [`decide`]: the Guardian call, the failure posture, the audit entry.
 //! - [`inventory`]: `agbom/snapshot` and `agbom/changed`.
 //! - [`lifecycle`]: `steps/sessionStart` and `steps/sessionEnd`.
+//! - [`timeout`]: the per-request upstream timeout.
 //! - [`run_session`]: one session over any pair of transports;
 //!   [`run_stdio`] is the stdio deployment built on it.
 
@@ -18,6 +19,7 @@ mod run;
 mod sessions;
 pub mod stage;
 mod stdio;
+pub mod timeout;
 
 pub use run::{run_session, SessionContext, SessionExit};
 pub use sessions::RelaySessions;

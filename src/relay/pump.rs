@@ -23,6 +23,7 @@ use super::{inventory, lifecycle};
 use crate::enforce::Action;
 use crate::guardian::Decision;
 use crate::jsonrpc::{codes, error_response, peek_frame_within, Frame, MessageKind, PeekError};
+use crate::metrics::METRICS;
 use crate::session::{Direction, Session, Writers};
 use crate::transport::LineFrame;
 
@@ -219,6 +220,13 @@ async fn refuse(direction: Direction, reply: Bytes, queue: &mpsc::Sender<Queued>
 }
 
 async fn record_refusal(session: &Session, direction: Direction, detail: String) {
+    if direction == Direction::ServerToClient {
+        tracing::warn!(%detail, "skipped a line from the upstream server");
+        METRICS
+            .upstream_errors_total
+            .with_label_values(&[session.upstream.as_str(), "malformed"])
+            .inc();
+    }
     let context = MessageContext {
         direction,
         mcp_method: String::new(),

@@ -70,6 +70,68 @@ pub struct TestGuardian {
     secret: PathBuf,
     record: PathBuf,
     child: Option<Child>,
+    restart: Option<Restart>,
+}
+
+/// What an HTTP Guardian is started from again by [`TestGuardian::restart`].
+struct Restart {
+    script: PathBuf,
+    addr_file: PathBuf,
+    addr: String,
+}
+
+/// Starts an HTTP Guardian bound to `bind` and waits for its address.
+fn spawn_http(
+    bind: &str,
+    addr_file: &Path,
+    secret: &Path,
+    script: &Path,
+    record: &Path,
+) -> (Child, String) {
+    try_spawn_http(bind, addr_file, secret, script, record)
+        .unwrap_or_else(|| panic!("acs-test-guardian could not bind {bind}"))
+}
+
+/// Like [`spawn_http`]; `None` when the process exits at startup (the
+/// address is taken).
+fn try_spawn_http(
+    bind: &str,
+    addr_file: &Path,
+    secret: &Path,
+    script: &Path,
+    record: &Path,
+) -> Option<(Child, String)> {
+    let mut child = Command::new(test_guardian_bin())
+        .arg("--http")
+        .arg(bind)
+        .arg("--addr-file")
+        .arg(addr_file)
+        .arg("--secret-file")
+        .arg(secret)
+        .arg("--script")
+        .arg(script)
+        .arg("--record")
+        .arg(record)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn acs-test-guardian");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        // Written atomically once the port accepts connections.
+        if let Ok(addr) = std::fs::read_to_string(addr_file) {
+            return Some((child, addr.trim().to_owned()));
+        }
+        if child.try_wait().expect("try_wait").is_some() {
+            return None;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "acs-test-guardian did not bind within {WAIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 impl TestGuardian {
@@ -78,42 +140,49 @@ impl TestGuardian {
     pub fn http(scratch: &Scratch, script: &Value) -> Self {
         let (secret, script, record) = prepare(scratch, script);
         let addr_file = scratch.path("guardian-addr");
-        let mut child = Command::new(test_guardian_bin())
-            .arg("--http")
-            .arg("127.0.0.1:0")
-            .arg("--addr-file")
-            .arg(&addr_file)
-            .arg("--secret-file")
-            .arg(&secret)
-            .arg("--script")
-            .arg(&script)
-            .arg("--record")
-            .arg(&record)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn acs-test-guardian");
-        let deadline = Instant::now() + WAIT;
-        let addr = loop {
-            // Written atomically once the port accepts connections.
-            if let Ok(addr) = std::fs::read_to_string(&addr_file) {
-                break addr;
-            }
-            if let Some(status) = child.try_wait().expect("try_wait") {
-                panic!("acs-test-guardian exited at startup ({status})");
-            }
-            assert!(
-                Instant::now() < deadline,
-                "acs-test-guardian did not bind within {WAIT:?}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        let (child, addr) = spawn_http("127.0.0.1:0", &addr_file, &secret, &script, &record);
         Self {
-            endpoint: Endpoint::Http(format!("http://{}/acs", addr.trim())),
+            endpoint: Endpoint::Http(format!("http://{addr}/acs")),
             secret,
             record,
             child: Some(child),
+            restart: Some(Restart {
+                script,
+                addr_file,
+                addr,
+            }),
+        }
+    }
+
+    /// Kills an HTTP Guardian and starts a new process on the same address
+    /// with the same script, secret and record file: a Guardian restart,
+    /// which keeps no session state. Waits until it accepts connections.
+    pub fn restart(&mut self) {
+        self.stop();
+        let restart = self
+            .restart
+            .as_ref()
+            .expect("only an HTTP Guardian restarts");
+        let _ = std::fs::remove_file(&restart.addr_file);
+        let deadline = Instant::now() + WAIT;
+        loop {
+            // The old socket may linger a moment; bind again until it is free.
+            if let Some(child) = try_spawn_http(
+                &restart.addr,
+                &restart.addr_file,
+                &self.secret,
+                &restart.script,
+                &self.record,
+            ) {
+                self.child = Some(child.0);
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "could not restart on {}",
+                restart.addr
+            );
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 
@@ -136,6 +205,7 @@ impl TestGuardian {
             secret,
             record,
             child: None,
+            restart: None,
         }
     }
 
@@ -152,6 +222,7 @@ impl TestGuardian {
             secret,
             record: scratch.path("guardian-record.jsonl"),
             child: None,
+            restart: None,
         }
     }
 

@@ -10,6 +10,8 @@ pub mod mcp_servers;
 
 pub mod guardian;
 
+pub mod faults;
+
 pub mod pairs;
 
 use std::io::{BufRead, BufReader, Write};

@@ -30,7 +30,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::signing::{sign_request, verify_response, SessionKey, SignatureError, SigningSecret};
-use super::transport::GuardianTransport;
+use super::transport::{GuardianTransport, TransportError};
 use super::wire::{self, codes, Reply, WireError};
 use crate::guardian::{
     BatchAnswer, Decision, DecisionSource, FailurePosture, Guardian, GuardianError, Negotiated,
@@ -56,10 +56,17 @@ pub struct RemoteSettings {
     pub nonce: bool,
 }
 
-/// Per-session state: the derived key and the Guardian's last chain head.
+mod rehandshake;
+
+/// Per-session state: the derived key, the Guardian's last chain head, and
+/// what a re-handshake needs.
 struct RemoteSession {
     key: SessionKey,
     chain_head: Option<String>,
+    /// The MCP revision the handshake declared.
+    mcp_version: Option<String>,
+    /// An exchange failed in transport since the last handshake.
+    unreachable: bool,
 }
 
 /// A Guardian reached over the ACS wire.
@@ -119,13 +126,24 @@ impl RemoteGuardian {
 
     fn session_key(&self, metadata: &Metadata) -> (SessionKey, Option<String>) {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        let session = sessions
+        let session = self.session_entry(&mut sessions, metadata);
+        (session.key.clone(), session.chain_head.clone())
+    }
+
+    /// The session's state, created with its derived key when new.
+    fn session_entry<'s>(
+        &self,
+        sessions: &'s mut HashMap<Uuid, RemoteSession>,
+        metadata: &Metadata,
+    ) -> &'s mut RemoteSession {
+        sessions
             .entry(metadata.session_id)
             .or_insert_with(|| RemoteSession {
                 key: SessionKey::derive(&self.settings.secret, &metadata.session_id.to_string()),
                 chain_head: None,
-            });
-        (session.key.clone(), session.chain_head.clone())
+                mcp_version: None,
+                unreachable: false,
+            })
     }
 
     fn remember_head(&self, metadata: &Metadata, head: &str) {
@@ -137,12 +155,27 @@ impl RemoteGuardian {
 
     /// Sends one envelope and parses the reply as JSON.
     async fn send(&self, envelope: &Value) -> Result<Value, GuardianError> {
+        self.send_in(envelope, None).await
+    }
+
+    /// Like [`Self::send`], for an exchange of a session: when no
+    /// connection can be made the Guardian may be restarting, so the
+    /// session is marked for a re-handshake.
+    async fn send_in(
+        &self,
+        envelope: &Value,
+        session: Option<&Metadata>,
+    ) -> Result<Value, GuardianError> {
         let body = Bytes::from(envelope.to_string());
-        let reply = self
-            .transport
-            .call(body)
-            .await
-            .map_err(|err| GuardianError::Transport(err.to_string()))?;
+        let reply = match self.transport.call(body).await {
+            Ok(reply) => reply,
+            Err(err) => {
+                if let (Some(metadata), TransportError::Connect(_)) = (session, &err) {
+                    self.mark_unreachable(metadata);
+                }
+                return Err(GuardianError::Transport(err.to_string()));
+            }
+        };
         serde_json::from_slice(&reply)
             .map_err(|err| GuardianError::Malformed(format!("not JSON: {err}")))
     }
@@ -162,9 +195,10 @@ impl RemoteGuardian {
         &self,
         mut envelope: Value,
         key: &SessionKey,
+        metadata: &Metadata,
     ) -> Result<Value, GuardianError> {
         self.seal(&mut envelope, key)?;
-        let reply = self.send(&envelope).await?;
+        let reply = self.send_in(&envelope, Some(metadata)).await?;
         authenticated(&reply, key)?;
         Ok(reply)
     }
@@ -191,6 +225,8 @@ impl RemoteGuardian {
         mcp_version: Option<&str>,
     ) -> Result<Negotiated, GuardianError> {
         let (key, _) = self.session_key(metadata);
+        let version = mcp_version.map(str::to_owned);
+        self.with_session(metadata, |session| session.mcp_version = version);
         let payload = wire::client_hello_payload(
             &self.settings.methods_implemented,
             mcp_version,
@@ -201,9 +237,12 @@ impl RemoteGuardian {
         let hook = HookRequest::new(crate::hooks::HANDSHAKE_HELLO, payload, None);
         let id = self.next_id();
         let envelope = hook.envelope(id, metadata);
-        let reply = tokio::time::timeout(self.settings.timeout, self.exchange(envelope, &key))
-            .await
-            .map_err(|_| GuardianError::Timeout(millis(self.settings.timeout)))??;
+        let reply = tokio::time::timeout(
+            self.settings.timeout,
+            self.exchange(envelope, &key, metadata),
+        )
+        .await
+        .map_err(|_| GuardianError::Timeout(millis(self.settings.timeout)))??;
         wire::check_reply_id(&reply, &Value::from(id)).map_err(wire_error)?;
         let hello = wire::parse_server_hello(&reply).map_err(wire_error)?;
         Ok(hello.negotiated(self.settings.local_posture))
@@ -214,10 +253,11 @@ impl RemoteGuardian {
         hook: &HookRequest,
         metadata: &Metadata,
     ) -> Result<Decision, GuardianError> {
+        self.rehandshake_if_needed(metadata).await?;
         let (key, head) = self.session_key(metadata);
         let id = self.next_id();
         let envelope = self.hook_envelope(hook, id, metadata, head.as_deref());
-        let reply = self.exchange(envelope, &key).await?;
+        let reply = self.exchange(envelope, &key, metadata).await?;
         self.read_decision(&reply, id, hook, metadata)
     }
 
@@ -254,6 +294,9 @@ impl RemoteGuardian {
             return BatchAnswer::Unsupported;
         }
         let every = |err: GuardianError| BatchAnswer::Answers(vec![Err(err); hooks.len()]);
+        if let Err(err) = self.rehandshake_if_needed(metadata).await {
+            return every(err);
+        }
         let (key, head) = self.session_key(metadata);
         let mut ids = Vec::with_capacity(hooks.len());
         let mut envelopes = Vec::with_capacity(hooks.len());
@@ -266,7 +309,7 @@ impl RemoteGuardian {
             ids.push(id);
             envelopes.push(envelope);
         }
-        let reply = match self.send(&Value::Array(envelopes)).await {
+        let reply = match self.send_in(&Value::Array(envelopes), Some(metadata)).await {
             Ok(reply) => reply,
             Err(err) => return every(err),
         };

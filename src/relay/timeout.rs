@@ -1,0 +1,112 @@
+//! The per-request upstream timeout (`[limits] upstream_request_timeout_ms`).
+//!
+//! A request forwarded to the server is watched until it is answered. If
+//! the server stays silent past the limit, the request is taken out of the
+//! in-flight table, the client gets -32014, the server gets
+//! `notifications/cancelled`, and the event is audited and counted. A late
+//! answer then matches nothing in flight and is dropped (and recorded) like
+//! any unmatched response.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::decide::{self, MessageContext};
+use crate::enforce::Action;
+use crate::guardian::Decision;
+use crate::jsonrpc::{codes, error_response, RequestId};
+use crate::metrics::METRICS;
+use crate::session::{Direction, PendingState, Session};
+
+/// One forwarded request to watch.
+pub struct Watched {
+    /// Its JSON-RPC id.
+    pub id: RequestId,
+    /// When it was read, which tells it apart from a later request reusing the id.
+    pub started: Instant,
+    /// Cancelled once the request is answered (or failed), ending the watch.
+    pub answered: CancellationToken,
+}
+
+/// Watches a request just forwarded to the server, when a limit is set.
+pub fn watch(session: &Arc<Session>, request: Watched) {
+    let Some(limit) = session.config.limits.upstream_request_timeout() else {
+        return;
+    };
+    let session = session.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = request.answered.cancelled() => {}
+            _ = tokio::time::sleep(limit) => expire(&session, &request, limit).await,
+        }
+    });
+}
+
+/// The limit passed: fails the request if it is still the one in flight.
+async fn expire(session: &Session, watched: &Watched, limit: Duration) {
+    let pending = &session.client_pending;
+    let still_waiting = pending
+        .get(&watched.id)
+        .is_some_and(|r| r.started == watched.started && r.state == PendingState::Forwarded);
+    if !still_waiting {
+        return;
+    }
+    let Some(request) = pending.remove(&watched.id) else {
+        return;
+    };
+    request.cancel.cancel();
+    let limit_ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
+    let reason = format!("the upstream server did not answer within {limit_ms} ms");
+    tracing::warn!(method = %request.method, id = %watched.id.as_json(), "{reason}");
+    METRICS
+        .upstream_errors_total
+        .with_label_values(&[session.upstream.as_str(), "timeout"])
+        .inc();
+    let context = MessageContext {
+        direction: Direction::ClientToServer,
+        mcp_method: request.method.clone(),
+        mcp_id: Some(watched.id.to_value()),
+    };
+    let decision = Decision::deny(reason.clone(), None);
+    let step = uuid::Uuid::new_v4().to_string();
+    let detail = format!("{reason}; cancelled upstream");
+    let _ = decide::record_event(session, step, &decision, &context, Action::Blocked, detail).await;
+    let cancel = cancellation(&watched.id, &reason);
+    if session.writers.server.send(cancel).await.is_err() {
+        tracing::debug!("the server closed before its cancellation could be sent");
+    }
+    let data = json!({ "timeout_ms": limit_ms });
+    let reply = error_response(
+        Some(&watched.id),
+        codes::UPSTREAM_TIMEOUT,
+        &reason,
+        Some(data),
+    );
+    let _ = session.writers.client.send(reply).await;
+}
+
+/// `notifications/cancelled` for a request the proxy gave up on.
+fn cancellation(id: &RequestId, reason: &str) -> bytes::Bytes {
+    let notification = json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": { "requestId": id.to_value(), "reason": reason },
+    });
+    bytes::Bytes::from(notification.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cancellation_names_the_request_exactly() {
+        let id = RequestId::from_json("\"a-1\"");
+        let sent: serde_json::Value = serde_json::from_slice(&cancellation(&id, "late")).unwrap();
+        assert_eq!(sent["method"], "notifications/cancelled");
+        assert_eq!(sent["params"]["requestId"], "a-1");
+        assert_eq!(sent["params"]["reason"], "late");
+    }
+}
