@@ -228,9 +228,9 @@ fn numbers_beyond_f64_are_forwarded_byte_for_byte() {
     proxy.initialize(json!({}));
     proxy.send_raw(&line);
     let reply = proxy.response(&json!(1));
-    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    assert_eq!(reply["error"]["code"], -32013, "{reply}");
     assert_eq!(
-        reply["result"]["_meta"]["io.acs-proxy/decision"]["reason_codes"],
+        reply["error"]["data"]["reason_codes"],
         json!(["audit_unavailable"])
     );
     proxy.send(&tool_call(2, "echo", json!({"text": "alive"})));
