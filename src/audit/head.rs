@@ -5,7 +5,7 @@
 //! previous hash) is plain synchronous code that runs under a lock and that
 //! tests can drive without a file.
 
-use super::chain::entry_hash;
+use super::chain::linked_hash;
 use super::entry::ContextEntry;
 use super::record::AuditRecord;
 use super::AuditError;
@@ -15,6 +15,8 @@ use super::AuditError;
 pub(crate) struct ChainHead {
     last_entry_id: u64,
     hash: Option<String>,
+    /// `hash` as raw bytes, what the next entry's hash mixes in.
+    raw: [u8; 32],
 }
 
 impl ChainHead {
@@ -47,10 +49,13 @@ impl ChainHead {
     ) -> Result<Linked, AuditError> {
         let entry_id = self.last_entry_id + 1;
         let mut entry = record.into_entry(session_id, entry_id, timestamp, self.hash.clone());
-        entry.entry_hash = entry_hash(&entry)?;
+        let previous = self.hash.is_some().then_some(&self.raw);
+        let raw = linked_hash(&entry, previous)?;
+        entry.entry_hash = hex::encode(raw);
         let line = entry.to_json_line()?;
         self.last_entry_id = entry_id;
         self.hash = Some(entry.entry_hash.clone());
+        self.raw = raw;
         Ok(Linked { entry, line })
     }
 }
@@ -90,6 +95,9 @@ mod tests {
             Some(first.entry_hash.as_str())
         );
         assert_eq!(head.hash(), Some(second.entry_hash.as_str()));
-        assert_eq!(entry_hash(&second).unwrap(), second.entry_hash);
+        assert_eq!(
+            super::super::chain::entry_hash(&second).unwrap(),
+            second.entry_hash
+        );
     }
 }
