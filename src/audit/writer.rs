@@ -10,7 +10,9 @@
 //! long, while going through `tokio::fs` cost a blocking-pool hand-off per
 //! write and per flush (see BENCHMARKS.md, "Where the time goes"). The
 //! fsync, which can take milliseconds, still runs on the blocking pool so it
-//! never stalls the runtime the sessions share.
+//! never stalls the runtime the sessions share. In `Batch` mode nobody
+//! waits for the periodic fsync, so it runs in the background while later
+//! rounds are written: only `Always` and an explicit flush wait on the disk.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -19,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::settings::FsyncMode;
@@ -76,9 +79,11 @@ pub(crate) struct Writer {
     mode: FsyncMode,
     commands: mpsc::Receiver<Command>,
     healthy: Arc<AtomicBool>,
-    /// Bytes were written since the last sync.
+    /// Bytes were written since the last sync started.
     unsynced: bool,
     last_sync: Instant,
+    /// A `Batch` mode sync still running on the blocking pool.
+    background_sync: Option<JoinHandle<io::Result<()>>>,
 }
 
 impl Writer {
@@ -98,6 +103,7 @@ impl Writer {
             healthy,
             unsynced: false,
             last_sync: Instant::now(),
+            background_sync: None,
         }
     }
 
@@ -107,6 +113,7 @@ impl Writer {
             let round = self.drain(first);
             self.commit(round).await;
         }
+        self.settle_background_sync().await;
         if self.unsynced && self.mode != FsyncMode::Never {
             self.sync_or_fail().await;
         }
@@ -117,13 +124,23 @@ impl Writer {
     /// quiet log is durable within [`FsyncMode::BATCH_INTERVAL`].
     async fn next_command(&mut self) -> Option<Command> {
         loop {
+            if let Some(running) = self.background_sync.as_mut() {
+                tokio::select! {
+                    command = self.commands.recv() => return command,
+                    outcome = running => {
+                        self.background_sync = None;
+                        self.settled(outcome);
+                    }
+                }
+                continue;
+            }
             if !(self.mode == FsyncMode::Batch && self.unsynced) {
                 return self.commands.recv().await;
             }
             let deadline = self.last_sync + FsyncMode::BATCH_INTERVAL;
             tokio::select! {
                 command = self.commands.recv() => return command,
-                () = tokio::time::sleep_until(deadline) => self.sync_or_fail().await,
+                () = tokio::time::sleep_until(deadline) => self.start_background_sync().await,
             }
         }
     }
@@ -143,13 +160,18 @@ impl Writer {
     }
 
     async fn commit(&mut self, round: Round) {
+        self.reap_background_sync().await;
+        if round.sync_requested {
+            // The flush's promise covers bytes a running sync may have missed.
+            self.settle_background_sync().await;
+        }
         if !self.healthy.load(Ordering::Acquire) {
             // After a failure nothing more is written: appending behind a
             // possibly half-written line would corrupt the file's tail.
             round.answer(|| Err(AuditError::Unavailable));
             return;
         }
-        let sync = round.sync_requested || self.sync_due();
+        let sync = round.sync_requested || self.mode == FsyncMode::Always;
         match self.write(&round.bytes, sync).await {
             Ok(()) => round.answer(|| Ok(())),
             Err(error) => {
@@ -160,12 +182,43 @@ impl Writer {
         }
     }
 
-    /// Whether this round's write must be synced before answering.
-    fn sync_due(&self) -> bool {
-        match self.mode {
-            FsyncMode::Always => true,
-            FsyncMode::Batch => self.last_sync.elapsed() >= FsyncMode::BATCH_INTERVAL,
-            FsyncMode::Never => false,
+    /// `Batch` mode: once the interval has passed since the last sync
+    /// started, syncs what is written without holding the next rounds.
+    async fn start_background_sync(&mut self) {
+        self.reap_background_sync().await;
+        if self.background_sync.is_some() || !self.unsynced {
+            return;
+        }
+        let file = Arc::clone(&self.file);
+        self.background_sync = Some(tokio::task::spawn_blocking(move || file.sync_data()));
+        self.unsynced = false;
+        self.last_sync = Instant::now();
+    }
+
+    /// Collects a background sync that has finished, failing the log if it
+    /// failed.
+    async fn reap_background_sync(&mut self) {
+        if self
+            .background_sync
+            .as_ref()
+            .is_some_and(JoinHandle::is_finished)
+        {
+            self.settle_background_sync().await;
+        }
+    }
+
+    /// Waits for the background sync, if one runs.
+    async fn settle_background_sync(&mut self) {
+        let Some(running) = self.background_sync.take() else {
+            return;
+        };
+        let outcome = running.await;
+        self.settled(outcome);
+    }
+
+    fn settled(&mut self, outcome: Result<io::Result<()>, tokio::task::JoinError>) {
+        if let Err(error) = outcome.map_err(io::Error::other).and_then(|synced| synced) {
+            self.fail(&error);
         }
     }
 
@@ -178,6 +231,10 @@ impl Writer {
         }
         if sync && self.unsynced {
             self.sync().await?;
+        } else if self.mode == FsyncMode::Batch
+            && self.last_sync.elapsed() >= FsyncMode::BATCH_INTERVAL
+        {
+            self.start_background_sync().await;
         }
         Ok(())
     }
