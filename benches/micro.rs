@@ -5,7 +5,7 @@
 //! run finishes in a few minutes on two shared cores. Numbers are reported,
 //! never asserted: see BENCHMARKS.md for the targets they are read against.
 //!
-//! After the criterion groups, `audit_sustained` appends 10k, 100k and 500k
+//! After the criterion groups, `audit_sustained` appends 10k, 100k and 1M
 //! entries per fsync mode and prints entries/s for each run length, which is
 //! how "flat per-entry cost" is checked (criterion's per-append figure hides
 //! the writer behind a 1,024-entry queue).
@@ -438,7 +438,7 @@ fn audit_sustained() {
     println!("| fsync | entries | seconds | entries/s | ns/entry | file MB |");
     println!("|---|---:|---:|---:|---:|---:|");
     for (label, fsync) in [("never", FsyncMode::Never), ("batch", FsyncMode::Batch)] {
-        for n in [10_000u64, 100_000, 500_000] {
+        for n in [10_000u64, 100_000, 1_000_000] {
             let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
             let settings = AuditSettings {
                 path: dir.path().join("audit.jsonl"),
