@@ -71,20 +71,26 @@ pub struct HookRequest {
     pub request_id: Uuid,
     /// When the hook fired (RFC 3339).
     pub timestamp: String,
-    /// The method-specific payload.
-    pub payload: Value,
+    /// The method-specific payload; shared, because the wrapped hook's
+    /// payload is the message itself and copying it per hook was a
+    /// measurable share of the per-call cost.
+    pub payload: Arc<Value>,
     /// The tool this hook concerns, if any (not sent on the wire).
     pub tool: Option<Arc<str>>,
 }
 
 impl HookRequest {
     /// A hook firing now with a fresh request id.
-    pub fn new(method: impl Into<String>, payload: Value, tool: Option<Arc<str>>) -> Self {
+    pub fn new(
+        method: impl Into<String>,
+        payload: impl Into<Arc<Value>>,
+        tool: Option<Arc<str>>,
+    ) -> Self {
         Self {
             method: method.into(),
             request_id: Uuid::new_v4(),
             timestamp: now_rfc3339(),
-            payload,
+            payload: payload.into(),
             tool,
         }
     }
@@ -96,7 +102,7 @@ impl HookRequest {
             "request_id": self.request_id.to_string(),
             "timestamp": self.timestamp,
             "metadata": metadata.to_value(),
-            "payload": self.payload,
+            "payload": &*self.payload,
         })
     }
 
