@@ -5,7 +5,7 @@
 //! run finishes in a few minutes on two shared cores. Numbers are reported,
 //! never asserted: see BENCHMARKS.md for the targets they are read against.
 //!
-//! After the criterion groups, `audit_sustained` appends 10k, 100k and 500k
+//! After the criterion groups, `audit_sustained` appends 10k, 100k and 1M
 //! entries per fsync mode and prints entries/s for each run length, which is
 //! how "flat per-entry cost" is checked (criterion's per-append figure hides
 //! the writer behind a 1,024-entry queue).
@@ -14,7 +14,9 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use acs_proxy::audit::{entry_hash_of, AuditLog, AuditRecord, AuditSettings, FsyncMode};
+use acs_proxy::audit::{
+    entry_hash, entry_hash_of, AuditLog, AuditRecord, AuditSettings, ContextEntry, FsyncMode,
+};
 use acs_proxy::enforce::modify::{self, Target};
 use acs_proxy::enforce::Action;
 use acs_proxy::guardian::decision::{Modifications, Redaction};
@@ -128,6 +130,16 @@ fn bench_hooks(c: &mut Criterion) {
     group.bench_function("request_hash/jcs+sha256(params)", |b| {
         b.iter(|| black_box(jcs::value_digest(black_box(&params))))
     });
+    // What the relay does instead: streams `params` into the hasher from
+    // the hook's fields, without building the object.
+    let hook = HookRequest::new(
+        "protocols/MCP/tools/call",
+        message.clone(),
+        Some(Arc::from("echo")),
+    );
+    group.bench_function("request_hash/params_digest(streamed)", |b| {
+        b.iter(|| black_box(black_box(&hook).params_digest(&metadata)))
+    });
     group.finish();
 }
 
@@ -161,8 +173,24 @@ fn bench_jcs(c: &mut Criterion) {
             black_box(jcs::sha256_hex(&bytes))
         })
     });
+    // The canonicalizer the proxy used before the streaming writer, kept as
+    // the yardstick (and the differential test's reference).
+    group.bench_function("reference_canonicalizer+sha256/audit_entry", |b| {
+        b.iter(|| {
+            let bytes = serde_json_canonicalizer::to_vec(black_box(&entry)).unwrap();
+            black_box(jcs::sha256_hex(&bytes))
+        })
+    });
+    group.bench_function("value_digest/audit_entry", |b| {
+        b.iter(|| black_box(jcs::value_digest(black_box(&entry))))
+    });
     group.bench_function("entry_hash_of/audit_entry", |b| {
         b.iter(|| black_box(entry_hash_of(black_box(&entry)).unwrap()))
+    });
+    // The path the chain head takes: straight from the typed entry.
+    let typed: ContextEntry = serde_json::from_value(entry.clone()).unwrap();
+    group.bench_function("entry_hash/typed_audit_entry", |b| {
+        b.iter(|| black_box(entry_hash(black_box(&typed)).unwrap()))
     });
     group.finish();
 }
@@ -410,7 +438,7 @@ fn audit_sustained() {
     println!("| fsync | entries | seconds | entries/s | ns/entry | file MB |");
     println!("|---|---:|---:|---:|---:|---:|");
     for (label, fsync) in [("never", FsyncMode::Never), ("batch", FsyncMode::Batch)] {
-        for n in [10_000u64, 100_000, 500_000] {
+        for n in [10_000u64, 100_000, 1_000_000] {
             let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
             let settings = AuditSettings {
                 path: dir.path().join("audit.jsonl"),

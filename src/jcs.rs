@@ -4,18 +4,86 @@
 //! serialize the same value differently (key order, number spelling, escapes)
 //! still agree on the bytes. Everything that hashes or signs JSON goes through
 //! this one module so there is exactly one canonicalizer in the proxy.
+//!
+//! The canonical form is streamed into a [`Sink`]: a byte buffer, or a
+//! SHA-256 state directly, so a digest costs no intermediate tree, no
+//! per-member buffers and no output `Vec`. Hashing is on the hot path (every
+//! hook's `request_hash`, every audit entry's `entry_hash`), which is why
+//! this is hand-written instead of going through a generic serializer.
 
-use serde_json::Value;
+use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
 
 /// Why a JSON value has no canonical form.
 #[derive(Debug, thiserror::Error)]
 pub enum JcsError {
-    /// The value holds something RFC 8785 cannot express; with
-    /// `arbitrary_precision` this is a number outside the IEEE 754 double
-    /// range (e.g. `1e400`), which JCS has no spelling for.
-    #[error("value has no RFC 8785 canonical form: {0}")]
-    Canonicalize(#[from] serde_json::Error),
+    /// With `arbitrary_precision` numbers are kept verbatim and may lie
+    /// outside the IEEE 754 double range (e.g. `1e400`), which JCS has no
+    /// spelling for.
+    #[error("value has no RFC 8785 canonical form: number {0} is not a finite double")]
+    NumberOutOfRange(String),
+}
+
+/// Where canonical bytes go.
+pub trait Sink {
+    /// Appends `bytes`.
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// A SHA-256 state fed through a small stack buffer: canonical JSON is
+/// written in many tiny pieces (quotes, colons, commas), and batching them
+/// keeps the hasher's per-call overhead off every piece.
+pub struct HashSink {
+    hasher: Sha256,
+    buffer: [u8; 256],
+    filled: usize,
+}
+
+impl Default for HashSink {
+    fn default() -> Self {
+        Self {
+            hasher: Sha256::new(),
+            buffer: [0; 256],
+            filled: 0,
+        }
+    }
+}
+
+impl HashSink {
+    /// The digest of everything put so far.
+    pub fn finalize(mut self) -> [u8; 32] {
+        self.hasher.update(&self.buffer[..self.filled]);
+        self.hasher.finalize().into()
+    }
+
+    /// The lowercase hex digest of everything put so far.
+    pub fn finalize_hex(self) -> String {
+        hex::encode(self.finalize())
+    }
+}
+
+impl Sink for HashSink {
+    fn put(&mut self, bytes: &[u8]) {
+        if self.filled + bytes.len() <= self.buffer.len() {
+            self.buffer[self.filled..self.filled + bytes.len()].copy_from_slice(bytes);
+            self.filled += bytes.len();
+            return;
+        }
+        self.hasher.update(&self.buffer[..self.filled]);
+        self.filled = 0;
+        if bytes.len() >= self.buffer.len() {
+            self.hasher.update(bytes);
+        } else {
+            self.buffer[..bytes.len()].copy_from_slice(bytes);
+            self.filled = bytes.len();
+        }
+    }
 }
 
 /// Returns the RFC 8785 canonical UTF-8 bytes of `value`.
@@ -23,7 +91,9 @@ pub enum JcsError {
 /// Fallible because numbers are kept verbatim (`arbitrary_precision`) and
 /// may not fit a double, which JCS requires.
 pub fn canonical_bytes(value: &Value) -> Result<Vec<u8>, JcsError> {
-    Ok(serde_json_canonicalizer::to_vec(value)?)
+    let mut bytes = Vec::with_capacity(256);
+    write_value(&mut bytes, value)?;
+    Ok(bytes)
 }
 
 /// Returns the lowercase hex SHA-256 of `bytes`, the digest spelling ACS uses
@@ -37,9 +107,154 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// serialization instead, so hostile input still gets a stable digest
 /// rather than an error on the hot path.
 pub fn value_digest(value: &Value) -> String {
-    match canonical_bytes(value) {
-        Ok(bytes) => sha256_hex(&bytes),
+    let mut sink = HashSink::default();
+    match write_value(&mut sink, value) {
+        Ok(()) => sink.finalize_hex(),
         Err(_) => sha256_hex(value.to_string().as_bytes()),
+    }
+}
+
+/// Streams the canonical form of `value` into `sink`.
+pub fn write_value<S: Sink>(sink: &mut S, value: &Value) -> Result<(), JcsError> {
+    match value {
+        Value::Null => sink.put(b"null"),
+        Value::Bool(true) => sink.put(b"true"),
+        Value::Bool(false) => sink.put(b"false"),
+        Value::Number(number) => write_number(sink, number)?,
+        Value::String(string) => write_str(sink, string),
+        Value::Array(items) => {
+            sink.put(b"[");
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    sink.put(b",");
+                }
+                write_value(sink, item)?;
+            }
+            sink.put(b"]");
+        }
+        Value::Object(members) => write_object_without(sink, members, &[])?,
+    }
+    Ok(())
+}
+
+/// Streams the canonical form of the object `members` minus the keys in
+/// `skip`, without copying the map (the §8.2 entry hash leaves out the two
+/// chain members this way).
+pub fn write_object_without<S: Sink>(
+    sink: &mut S,
+    members: &Map<String, Value>,
+    skip: &[&str],
+) -> Result<(), JcsError> {
+    let kept = |(key, _): &(&String, &Value)| !skip.contains(&key.as_str());
+    let sorted = members
+        .iter()
+        .filter(kept)
+        .is_sorted_by(|(a, _), (b, _)| key_order(a, b).is_le());
+    sink.put(b"{");
+    if sorted {
+        write_members(sink, members.iter().filter(kept))?;
+    } else {
+        let mut entries: Vec<(&String, &Value)> = members.iter().filter(kept).collect();
+        entries.sort_unstable_by(|(a, _), (b, _)| key_order(a, b));
+        write_members(sink, entries.into_iter())?;
+    }
+    sink.put(b"}");
+    Ok(())
+}
+
+fn write_members<'a, S: Sink>(
+    sink: &mut S,
+    members: impl Iterator<Item = (&'a String, &'a Value)>,
+) -> Result<(), JcsError> {
+    for (index, (key, value)) in members.enumerate() {
+        if index > 0 {
+            sink.put(b",");
+        }
+        write_str(sink, key);
+        sink.put(b":");
+        write_value(sink, value)?;
+    }
+    Ok(())
+}
+
+/// RFC 8785 §3.2.3: members sort by their keys' UTF-16 code units.
+///
+/// UTF-8 byte order is code point order, which equals UTF-16 order unless a
+/// character outside the BMP (4-byte UTF-8, lead byte ≥ 0xF0) meets one in
+/// U+E000..U+FFFF; only keys with such characters take the slow path.
+pub fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let astral = |key: &str| key.bytes().any(|byte| byte >= 0xF0);
+    if astral(a) || astral(b) {
+        a.encode_utf16().cmp(b.encode_utf16())
+    } else {
+        a.as_bytes().cmp(b.as_bytes())
+    }
+}
+
+/// Writes a JSON string the way RFC 8785 §3.2.2.2 spells it: only `"`, `\`
+/// and control characters are escaped, the usual two-character escapes
+/// where they exist and lowercase `\u00xx` otherwise.
+pub fn write_str<S: Sink>(sink: &mut S, string: &str) {
+    sink.put(b"\"");
+    let bytes = string.as_bytes();
+    let mut start = 0;
+    for (index, &byte) in bytes.iter().enumerate() {
+        let escape: &[u8] = match byte {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f => b"",
+            _ => continue,
+        };
+        sink.put(&bytes[start..index]);
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            let spelled = [
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(byte >> 4)],
+                HEX[usize::from(byte & 0xf)],
+            ];
+            sink.put(&spelled);
+        } else {
+            sink.put(escape);
+        }
+        start = index + 1;
+    }
+    sink.put(&bytes[start..]);
+    sink.put(b"\"");
+}
+
+/// Writes a number as ECMAScript's `Number.prototype.toString` would print
+/// the double it denotes (RFC 8785 §3.2.2.3).
+///
+/// Integers of up to 15 digits are exact doubles that ECMAScript prints
+/// digit for digit, so they are copied as they are; everything else goes
+/// through the double.
+pub fn write_number<S: Sink>(sink: &mut S, number: &Number) -> Result<(), JcsError> {
+    let text = number.as_str();
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let plain_integer = !digits.is_empty()
+        && digits.len() <= 15
+        && digits.bytes().all(|byte| byte.is_ascii_digit())
+        && (digits.len() == 1 || !digits.starts_with('0'));
+    if plain_integer && text != "-0" {
+        sink.put(text.as_bytes());
+        return Ok(());
+    }
+    match text.parse::<f64>() {
+        Ok(double) if double.is_finite() => {
+            let mut buffer = ryu_js::Buffer::new();
+            sink.put(buffer.format_finite(double).as_bytes());
+            Ok(())
+        }
+        _ => Err(JcsError::NumberOutOfRange(text.to_owned())),
     }
 }
 
@@ -103,6 +318,11 @@ mod tests {
     fn out_of_range_number_has_no_canonical_form() {
         let value: Value = serde_json::from_str("[1e400]").unwrap();
         assert!(canonical_bytes(&value).is_err());
+        // The digest still exists, over the compact form.
+        assert_eq!(
+            value_digest(&value),
+            sha256_hex(value.to_string().as_bytes())
+        );
     }
 
     #[test]
@@ -111,5 +331,109 @@ mod tests {
             sha256_hex(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+    }
+
+    #[test]
+    fn integers_keep_their_digits_only_while_exact() {
+        assert_eq!(
+            canonical_string("[0, -0, -7, 123456789012345]"),
+            "[0,0,-7,123456789012345]"
+        );
+        assert_eq!(canonical_string("[9007199254740993]"), "[9007199254740992]");
+        assert_eq!(canonical_string("[100000000000000000000000]"), "[1e+23]");
+        assert_eq!(canonical_string("[1.0, -1.50, 1e2]"), "[1,-1.5,100]");
+    }
+
+    #[test]
+    fn hash_sink_matches_hashing_the_buffer() {
+        let long = "x".repeat(1000);
+        let value = serde_json::json!({"a": long, "b": [1, 2, {"c": "\u{1}"}], "d": "short"});
+        let mut sink = HashSink::default();
+        write_value(&mut sink, &value).unwrap();
+        assert_eq!(
+            sink.finalize_hex(),
+            sha256_hex(&canonical_bytes(&value).unwrap())
+        );
+    }
+
+    #[test]
+    fn object_without_skips_only_the_named_keys() {
+        let value = serde_json::json!({"z": 1, "entry_hash": "h", "a": 2, "previous_hash": null});
+        let Value::Object(members) = &value else {
+            unreachable!()
+        };
+        let mut bytes = Vec::new();
+        write_object_without(&mut bytes, members, &["entry_hash", "previous_hash"]).unwrap();
+        assert_eq!(bytes, br#"{"a":2,"z":1}"#);
+    }
+
+    /// A small deterministic generator of awkward JSON: every escape class,
+    /// astral and BMP-private-use keys, integers at the double boundary,
+    /// decimals and exponents.
+    fn awkward_value(seed: &mut u64, depth: u32) -> Value {
+        fn next(seed: &mut u64) -> u64 {
+            *seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            *seed >> 33
+        }
+        const STRINGS: [&str; 8] = [
+            "",
+            "plain",
+            "\u{0}\u{1f}\u{7f}",
+            "\"\\/\u{8}\u{c}\n\r\t",
+            "\u{2028}é€",
+            "\u{1f600}",
+            "\u{fb33}\u{e000}",
+            "a\u{10ffff}b",
+        ];
+        const NUMBERS: [&str; 12] = [
+            "0",
+            "-0",
+            "1",
+            "-9007199254740991",
+            "9007199254740993",
+            "1e21",
+            "1e-7",
+            "0.1",
+            "123456789012345678",
+            "-4.50",
+            "5e-324",
+            "1.7976931348623157e308",
+        ];
+        let pick = next(seed) % if depth == 0 { 4 } else { 6 };
+        match pick {
+            0 => Value::String(STRINGS[(next(seed) % 8) as usize].to_owned()),
+            1 => serde_json::from_str(NUMBERS[(next(seed) % 12) as usize]).unwrap(),
+            2 => Value::Bool(next(seed).is_multiple_of(2)),
+            3 => Value::Null,
+            4 => Value::Array(
+                (0..next(seed) % 4)
+                    .map(|_| awkward_value(seed, depth - 1))
+                    .collect(),
+            ),
+            _ => {
+                let mut members = Map::new();
+                for _ in 0..next(seed) % 6 {
+                    let key = format!("{}{}", STRINGS[(next(seed) % 8) as usize], next(seed) % 3);
+                    members.insert(key, awkward_value(seed, depth - 1));
+                }
+                Value::Object(members)
+            }
+        }
+    }
+
+    #[test]
+    fn agrees_with_the_reference_canonicalizer() {
+        let mut seed = 7;
+        for round in 0..3000 {
+            let value = awkward_value(&mut seed, 4);
+            let reference = serde_json_canonicalizer::to_vec(&value).unwrap();
+            assert_eq!(
+                canonical_bytes(&value).unwrap(),
+                reference,
+                "round {round}: {value}"
+            );
+        }
     }
 }

@@ -4,18 +4,40 @@
 //! raw 32 bytes of previous_hash))`, with nothing appended for a chain root.
 //! This is normative with no alternatives in ACS v0.1, so it is implemented
 //! once, over plain JSON, and checked against the published vectors.
+//!
+//! Entries this proxy makes are hashed straight from the typed
+//! [`ContextEntry`]: its members are written in canonical order into the
+//! hasher, with no JSON tree in between. A test pins that this gives the
+//! same bytes as the generic path over the entry's JSON.
 
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 use super::entry::ContextEntry;
 use super::AuditError;
-use crate::jcs;
+use crate::jcs::{self, HashSink, JcsError, Sink};
 
 /// Computes the §8.2 `entry_hash` of `entry` from its content and its
 /// `previous_hash` (the stored `entry_hash` is ignored).
 pub fn entry_hash(entry: &ContextEntry) -> Result<String, AuditError> {
-    entry_hash_of(&serde_json::to_value(entry)?)
+    let previous = match &entry.previous_hash {
+        Some(hex_digest) => Some(decode_previous(hex_digest)?),
+        None => None,
+    };
+    Ok(hex::encode(linked_hash(entry, previous.as_ref())?))
+}
+
+/// The raw §8.2 digest of `entry` given the previous entry's raw digest, as
+/// the chain head keeps it, so linking never parses hex.
+pub(crate) fn linked_hash(
+    entry: &ContextEntry,
+    previous: Option<&[u8; 32]>,
+) -> Result<[u8; 32], AuditError> {
+    let mut sink = HashSink::default();
+    write_content(&mut sink, entry)?;
+    if let Some(previous) = previous {
+        sink.put(previous);
+    }
+    Ok(sink.finalize())
 }
 
 /// Computes the §8.2 `entry_hash` of a ContextEntry given as JSON.
@@ -28,42 +50,153 @@ pub fn entry_hash_of(entry: &Value) -> Result<String, AuditError> {
         return Err(AuditError::Malformed("entry is not a JSON object"));
     };
     let previous = previous_hash_bytes(members.get("previous_hash"))?;
-    let mut hasher = Sha256::new();
-    hasher.update(content_bytes(members)?);
-    hasher.update(previous);
-    Ok(hex::encode(hasher.finalize()))
+    let mut sink = HashSink::default();
+    write_json_content(&mut sink, members)?;
+    if let Some(previous) = previous {
+        sink.put(&previous);
+    }
+    Ok(sink.finalize_hex())
 }
 
 /// Returns the lowercase hex SHA-256 of the JCS form of a hook request's
 /// `params` (§8.1), signature included when present, as the reference
 /// Guardian computes it.
 pub fn request_hash(params: &Value) -> Result<String, AuditError> {
-    Ok(jcs::sha256_hex(&jcs::canonical_bytes(params)?))
+    let mut sink = HashSink::default();
+    jcs::write_value(&mut sink, params)?;
+    Ok(sink.finalize_hex())
 }
 
-/// JCS bytes of the entry without its two chain members; they are left out
-/// because `entry_hash` cannot cover itself and `previous_hash` is mixed in
-/// as raw bytes instead.
-fn content_bytes(members: &Map<String, Value>) -> Result<Vec<u8>, AuditError> {
-    let mut content = members.clone();
-    content.remove("entry_hash");
-    content.remove("previous_hash");
-    Ok(jcs::canonical_bytes(&Value::Object(content))?)
+/// The members left out of the hashed content: `entry_hash` cannot cover
+/// itself and `previous_hash` is mixed in as raw bytes instead.
+const CHAIN_MEMBERS: [&str; 2] = ["entry_hash", "previous_hash"];
+
+/// JCS of a stored entry without its two chain members.
+fn write_json_content<S: Sink>(sink: &mut S, members: &Map<String, Value>) -> Result<(), JcsError> {
+    jcs::write_object_without(sink, members, &CHAIN_MEMBERS)
 }
 
-/// The raw digest behind `previous_hash`; empty for a chain root, which the
+/// JCS of a typed entry without its two chain members: the same bytes as
+/// [`write_json_content`] over `serde_json::to_value(entry)`.
+///
+/// Every key is ASCII, so canonical order is plain byte order, spelled out
+/// below. The exhaustive destructuring makes a new field a compile error
+/// here rather than a silently unhashed member.
+fn write_content<S: Sink>(sink: &mut S, entry: &ContextEntry) -> Result<(), JcsError> {
+    let ContextEntry {
+        entry_id,
+        step_id,
+        step_type,
+        session_id,
+        timestamp,
+        request_hash,
+        decision,
+        decision_source,
+        reasoning,
+        reason_codes,
+        rule,
+        direction,
+        mcp_method,
+        mcp_id,
+        action,
+        guardian_chain_hash,
+        content_digest,
+        hook_params,
+        detail,
+        previous_hash: _,
+        entry_hash: _,
+    } = entry;
+    let mut object = CanonicalObject::new(sink);
+    object.str("action", action.map(|a| a.as_str()));
+    object.str("content_digest", content_digest.as_deref());
+    object.str("decision", decision.as_deref());
+    object.str("decision_source", decision_source.map(|s| s.as_str()));
+    object.str("detail", detail.as_deref());
+    object.str("direction", direction.map(|d| d.as_str()));
+    object.str("entry_id", Some(entry_id));
+    object.str("guardian_chain_hash", guardian_chain_hash.as_deref());
+    object.value("hook_params", hook_params.as_ref())?;
+    object.value("mcp_id", mcp_id.as_ref())?;
+    object.str("mcp_method", mcp_method.as_deref());
+    if !reason_codes.is_empty() {
+        object.key("reason_codes");
+        object.sink.put(b"[");
+        for (index, code) in reason_codes.iter().enumerate() {
+            if index > 0 {
+                object.sink.put(b",");
+            }
+            jcs::write_str(object.sink, code);
+        }
+        object.sink.put(b"]");
+    }
+    object.str("reasoning", reasoning.as_deref());
+    object.str("request_hash", request_hash.as_deref());
+    object.str("rule", rule.as_deref());
+    object.str("session_id", Some(session_id));
+    object.str("step_id", Some(step_id));
+    object.str("step_type", Some(step_type));
+    object.str("timestamp", Some(timestamp));
+    object.sink.put(b"}");
+    Ok(())
+}
+
+/// Writes the members of one object whose keys the caller gives in
+/// canonical order; absent members are skipped as serde skips them.
+struct CanonicalObject<'a, S: Sink> {
+    sink: &'a mut S,
+    first: bool,
+}
+
+impl<'a, S: Sink> CanonicalObject<'a, S> {
+    fn new(sink: &'a mut S) -> Self {
+        sink.put(b"{");
+        Self { sink, first: true }
+    }
+
+    fn key(&mut self, key: &str) {
+        if !self.first {
+            self.sink.put(b",");
+        }
+        self.first = false;
+        jcs::write_str(self.sink, key);
+        self.sink.put(b":");
+    }
+
+    fn str(&mut self, key: &str, value: Option<&str>) {
+        if let Some(value) = value {
+            self.key(key);
+            jcs::write_str(self.sink, value);
+        }
+    }
+
+    fn value(&mut self, key: &str, value: Option<&Value>) -> Result<(), JcsError> {
+        if let Some(value) = value {
+            self.key(key);
+            jcs::write_value(self.sink, value)?;
+        }
+        Ok(())
+    }
+}
+
+/// The raw digest behind `previous_hash`; `None` for a chain root, which the
 /// spec allows to carry `null` or omit the member.
-fn previous_hash_bytes(previous: Option<&Value>) -> Result<Vec<u8>, AuditError> {
+fn previous_hash_bytes(previous: Option<&Value>) -> Result<Option<[u8; 32]>, AuditError> {
     match previous {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::String(hex_digest)) => match hex::decode(hex_digest) {
-            Ok(bytes) if bytes.len() == 32 => Ok(bytes),
-            _ => Err(AuditError::Malformed(
-                "previous_hash is not a 64-digit hex SHA-256",
-            )),
-        },
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(hex_digest)) => decode_previous(hex_digest).map(Some),
         Some(_) => Err(AuditError::Malformed(
             "previous_hash is neither null nor a string",
+        )),
+    }
+}
+
+/// Decodes a 64-digit hex SHA-256.
+fn decode_previous(hex_digest: &str) -> Result<[u8; 32], AuditError> {
+    let mut bytes = [0u8; 32];
+    match hex::decode_to_slice(hex_digest, &mut bytes) {
+        Ok(()) => Ok(bytes),
+        Err(_) => Err(AuditError::Malformed(
+            "previous_hash is not a 64-digit hex SHA-256",
         )),
     }
 }
@@ -95,7 +228,9 @@ mod tests {
             let Value::Object(members) = &case["entry"] else {
                 panic!("entry is an object")
             };
-            let canonical = String::from_utf8(content_bytes(members).unwrap()).unwrap();
+            let mut canonical = Vec::new();
+            write_json_content(&mut canonical, members).unwrap();
+            let canonical = String::from_utf8(canonical).unwrap();
             assert_eq!(canonical, case["canonical_content"].as_str().unwrap());
             let hash = entry_hash_of(&with_previous(&case["entry"], &head)).unwrap();
             assert_eq!(hash, case["entry_hash"].as_str().unwrap());
@@ -160,6 +295,57 @@ mod tests {
         );
         let json = serde_json::to_value(&entry).unwrap();
         assert_eq!(entry_hash(&entry).unwrap(), entry_hash_of(&json).unwrap());
+    }
+
+    /// Every member set, with values that need escaping, unsorted nested
+    /// keys and non-integer numbers: the typed writer and the generic one
+    /// over the entry's JSON must give the same bytes.
+    #[test]
+    fn typed_content_is_byte_identical_to_the_generic_form() {
+        use crate::enforce::Action;
+        use crate::guardian::DecisionSource;
+        use crate::session::Direction;
+        let full = super::super::AuditRecord::new("r-\"1\"", "steps/toolCallResult")
+            .request_hash("9f2c")
+            .decision("modify")
+            .decision_source(DecisionSource::NotEvaluated)
+            .reasoning("line\nbreak \u{1} é \u{1f600}")
+            .reason_codes(vec!["policy_violation".into(), "custom\t".into()])
+            .rule("redact-ssn")
+            .direction(Direction::ServerToClient)
+            .mcp_method("tools/call")
+            .mcp_id(serde_json::json!("id-7"))
+            .action(Action::Rewritten)
+            .guardian_chain_hash("abc")
+            .content_digest("def")
+            .hook_params(serde_json::json!({"z": [1.50, -0, 1e21], "a": {"y": null, "b": true}}))
+            .detail("modification refused")
+            .into_entry(
+                "s",
+                12,
+                "2026-12-02T11:15:05.123Z".into(),
+                Some("00".repeat(32)),
+            );
+        let null_id = super::super::AuditRecord::new("r", "enforcement")
+            .mcp_id(Value::Null)
+            .into_entry("s", 1, "t".into(), None);
+        for entry in [full, null_id] {
+            let mut typed = Vec::new();
+            write_content(&mut typed, &entry).unwrap();
+            let Value::Object(members) = serde_json::to_value(&entry).unwrap() else {
+                panic!("an entry is an object")
+            };
+            let mut generic = Vec::new();
+            write_json_content(&mut generic, &members).unwrap();
+            assert_eq!(
+                String::from_utf8(typed).unwrap(),
+                String::from_utf8(generic).unwrap()
+            );
+            assert_eq!(
+                entry_hash(&entry).unwrap(),
+                entry_hash_of(&Value::Object(members)).unwrap()
+            );
+        }
     }
 
     #[test]

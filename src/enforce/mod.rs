@@ -6,6 +6,8 @@ pub mod approval;
 pub mod modify;
 pub mod reply;
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -14,8 +16,10 @@ use serde_json::Value;
 #[derive(Debug, Clone)]
 pub struct MessageDoc {
     original: Bytes,
-    /// The message as a tree (key order and number digits preserved).
-    pub value: Value,
+    /// The message as a tree (key order and number digits preserved),
+    /// shared with the hooks built from it; a stage that rewrites it gets
+    /// its own copy through [`MessageDoc::value_mut`].
+    pub value: Arc<Value>,
     rewritten: bool,
 }
 
@@ -24,9 +28,15 @@ impl MessageDoc {
     pub fn new(original: Bytes, value: Value) -> Self {
         Self {
             original,
-            value,
+            value: Arc::new(value),
             rewritten: false,
         }
+    }
+
+    /// The tree for rewriting; copied first only while a hook still holds
+    /// the version it was asked about.
+    pub fn value_mut(&mut self) -> &mut Value {
+        Arc::make_mut(&mut self.value)
     }
 
     /// Marks the tree as changed, so [`MessageDoc::into_bytes`] re-serializes it.

@@ -6,7 +6,10 @@ use serde_json::{json, Map, Value};
 use time::format_description::FormatItem;
 use time::macros::format_description;
 use time::OffsetDateTime;
+use uuid::fmt::Hyphenated;
 use uuid::Uuid;
+
+use crate::jcs::{self, HashSink, JcsError, Sink};
 
 /// The ACS version this proxy speaks.
 pub const ACS_VERSION: &str = "0.1.0";
@@ -22,6 +25,9 @@ pub fn now_rfc3339() -> String {
         .format(TIMESTAMP)
         .unwrap_or_else(|_| "1970-01-01T00:00:00.000Z".to_owned())
 }
+
+/// `params.metadata.platform`.
+const PLATFORM: &str = "acs-proxy";
 
 /// `params.metadata`: who the agent is and which session this is. Guardians
 /// key policy on these, so every field the proxy knows is filled.
@@ -43,7 +49,7 @@ impl Metadata {
             "session_id".into(),
             Value::from(self.session_id.to_string()),
         );
-        map.insert("platform".into(), Value::from("acs-proxy"));
+        map.insert("platform".into(), Value::from(PLATFORM));
         map.insert(
             "platform_version".into(),
             Value::from(env!("CARGO_PKG_VERSION")),
@@ -65,20 +71,26 @@ pub struct HookRequest {
     pub request_id: Uuid,
     /// When the hook fired (RFC 3339).
     pub timestamp: String,
-    /// The method-specific payload.
-    pub payload: Value,
+    /// The method-specific payload; shared, because the wrapped hook's
+    /// payload is the message itself and copying it per hook was a
+    /// measurable share of the per-call cost.
+    pub payload: Arc<Value>,
     /// The tool this hook concerns, if any (not sent on the wire).
     pub tool: Option<Arc<str>>,
 }
 
 impl HookRequest {
     /// A hook firing now with a fresh request id.
-    pub fn new(method: impl Into<String>, payload: Value, tool: Option<Arc<str>>) -> Self {
+    pub fn new(
+        method: impl Into<String>,
+        payload: impl Into<Arc<Value>>,
+        tool: Option<Arc<str>>,
+    ) -> Self {
         Self {
             method: method.into(),
             request_id: Uuid::new_v4(),
             timestamp: now_rfc3339(),
-            payload,
+            payload: payload.into(),
             tool,
         }
     }
@@ -90,8 +102,58 @@ impl HookRequest {
             "request_id": self.request_id.to_string(),
             "timestamp": self.timestamp,
             "metadata": metadata.to_value(),
-            "payload": self.payload,
+            "payload": &*self.payload,
         })
+    }
+
+    /// The lowercase hex SHA-256 of the JCS form of [`Self::params`]: the
+    /// §8.1 `request_hash`, streamed into the hasher without building the
+    /// `params` object or copying the payload.
+    pub fn params_digest(&self, metadata: &Metadata) -> String {
+        let mut sink = HashSink::default();
+        match self.write_canonical_params(&mut sink, metadata) {
+            Ok(()) => sink.finalize_hex(),
+            // No canonical form (a number beyond the double range): the
+            // same fallback digest as for the built object.
+            Err(_) => jcs::value_digest(&self.params(metadata)),
+        }
+    }
+
+    /// `params` in canonical (sorted, ASCII keys) member order.
+    fn write_canonical_params<S: Sink>(
+        &self,
+        sink: &mut S,
+        metadata: &Metadata,
+    ) -> Result<(), JcsError> {
+        let mut uuid = Uuid::encode_buffer();
+        sink.put(b"{\"acs_version\":");
+        jcs::write_str(sink, ACS_VERSION);
+        sink.put(b",\"metadata\":{\"agent_id\":");
+        jcs::write_str(sink, &metadata.agent_id);
+        if let Some(environment) = &metadata.environment {
+            sink.put(b",\"environment\":");
+            jcs::write_str(sink, environment);
+        }
+        sink.put(b",\"platform\":");
+        jcs::write_str(sink, PLATFORM);
+        sink.put(b",\"platform_version\":");
+        jcs::write_str(sink, env!("CARGO_PKG_VERSION"));
+        sink.put(b",\"session_id\":");
+        jcs::write_str(
+            sink,
+            Hyphenated::from_uuid(metadata.session_id).encode_lower(&mut uuid),
+        );
+        sink.put(b"},\"payload\":");
+        jcs::write_value(sink, &self.payload)?;
+        sink.put(b",\"request_id\":");
+        jcs::write_str(
+            sink,
+            Hyphenated::from_uuid(self.request_id).encode_lower(&mut uuid),
+        );
+        sink.put(b",\"timestamp\":");
+        jcs::write_str(sink, &self.timestamp);
+        sink.put(b"}");
+        Ok(())
     }
 
     /// The whole JSON-RPC request envelope, as a remote Guardian receives it.
@@ -116,6 +178,35 @@ mod tests {
         assert!(
             time::OffsetDateTime::parse(&ts, &time::format_description::well_known::Rfc3339)
                 .is_ok()
+        );
+    }
+
+    #[test]
+    fn params_digest_is_the_digest_of_params() {
+        for environment in [None, Some("production".to_owned())] {
+            let metadata = Metadata {
+                agent_id: "agent \"x\"".into(),
+                session_id: Uuid::new_v4(),
+                environment,
+            };
+            let payload = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"z": 1.50, "a": "\u{1f600}"}}});
+            let hook = HookRequest::new("protocols/MCP/tools/call", payload, None);
+            assert_eq!(
+                hook.params_digest(&metadata),
+                jcs::value_digest(&hook.params(&metadata))
+            );
+        }
+        let metadata = Metadata {
+            agent_id: "a".into(),
+            session_id: Uuid::nil(),
+            environment: None,
+        };
+        let hostile: Value = serde_json::from_str(r#"{"n": 1e400}"#).unwrap();
+        let hook = HookRequest::new("steps/toolCallRequest", hostile, None);
+        assert_eq!(
+            hook.params_digest(&metadata),
+            jcs::value_digest(&hook.params(&metadata))
         );
     }
 

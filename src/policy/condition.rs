@@ -13,10 +13,36 @@ use super::spec::MatchSpec;
 /// its compact text, so `regex = "^true$"` or `"\"admin\""` can look at
 /// booleans and arrays without a separate syntax. An absent pointer never
 /// matches: a rule about a field cannot fire on a payload without it.
+///
+/// The pointer is split into unescaped tokens once, at compile time, so a
+/// lookup walks the payload without allocating; rules that test the same
+/// pointer share one walk per evaluation through [`Lookups`].
 #[derive(Debug, Clone)]
 pub(crate) struct Condition {
     pointer: String,
+    tokens: Box<[Token]>,
+    /// Equal for conditions with the same pointer in one policy; assigned
+    /// by [`Condition::share_pointer`].
+    pointer_id: usize,
     regex: Regex,
+}
+
+/// One RFC 6901 reference token, unescaped, with its array index when it
+/// spells one (digits, no leading zero, as `serde_json` reads it).
+#[derive(Debug, Clone)]
+struct Token {
+    key: String,
+    index: Option<usize>,
+}
+
+/// The pointer lookups already done while evaluating one hook.
+///
+/// Policies that grow tend to repeat a pointer across many rules (one rule
+/// per forbidden path, say); the index hands those rules out one after
+/// another, so remembering the last lookup avoids walking again.
+#[derive(Debug, Default)]
+pub(crate) struct Lookups<'v> {
+    last: Option<(usize, Option<&'v Value>)>,
 }
 
 impl Condition {
@@ -29,19 +55,72 @@ impl Condition {
         })?;
         Ok(Self {
             pointer: spec.pointer.clone(),
+            tokens: split(&spec.pointer),
+            pointer_id: usize::MAX,
             regex,
         })
     }
 
+    /// The pointer as configured.
+    pub(crate) fn pointer(&self) -> &str {
+        &self.pointer
+    }
+
+    /// Files this condition under `id`, shared by every condition of the
+    /// policy with the same pointer.
+    pub(crate) fn share_pointer(&mut self, id: usize) {
+        self.pointer_id = id;
+    }
+
     /// Whether `payload` satisfies the clause.
-    pub(crate) fn holds(&self, payload: &Value) -> bool {
-        match payload.pointer(&self.pointer) {
+    pub(crate) fn holds<'v>(&self, payload: &'v Value, lookups: &mut Lookups<'v>) -> bool {
+        let found = match lookups.last {
+            Some((id, found)) if id == self.pointer_id => found,
+            _ => {
+                let found = self.lookup(payload);
+                lookups.last = Some((self.pointer_id, found));
+                found
+            }
+        };
+        match found {
             None => false,
             Some(Value::String(text)) => self.regex.is_match(text),
             // Only non-string values pay for rendering.
             Some(other) => self.regex.is_match(&other.to_string()),
         }
     }
+
+    /// `payload.pointer(..)` over the pre-split tokens.
+    fn lookup<'v>(&self, payload: &'v Value) -> Option<&'v Value> {
+        self.tokens
+            .iter()
+            .try_fold(payload, |target, token| match target {
+                Value::Object(members) => members.get(token.key.as_str()),
+                Value::Array(items) => token.index.and_then(|index| items.get(index)),
+                _ => None,
+            })
+    }
+}
+
+/// Splits a validated pointer into unescaped tokens (`~1` → `/`, then
+/// `~0` → `~`, the order RFC 6901 prescribes).
+fn split(pointer: &str) -> Box<[Token]> {
+    if pointer.is_empty() {
+        return Box::new([]);
+    }
+    pointer
+        .split('/')
+        .skip(1)
+        .map(|raw| {
+            let key = raw.replace("~1", "/").replace("~0", "~");
+            let index = if key.starts_with('+') || (key.starts_with('0') && key.len() != 1) {
+                None
+            } else {
+                key.parse().ok()
+            };
+            Token { key, index }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -60,30 +139,78 @@ mod tests {
     #[test]
     fn string_value_is_searched_as_is() {
         let payload = json!({"arguments": {"cmd": {"value": "sudo rm -rf /"}}});
-        assert!(condition("/arguments/cmd/value", "rm -rf").holds(&payload));
-        assert!(!condition("/arguments/cmd/value", "^rm").holds(&payload));
+        assert!(
+            condition("/arguments/cmd/value", "rm -rf").holds(&payload, &mut Lookups::default())
+        );
+        assert!(!condition("/arguments/cmd/value", "^rm").holds(&payload, &mut Lookups::default()));
     }
 
     #[test]
     fn non_string_values_use_compact_json() {
         let payload = json!({"n": 42, "flag": true, "list": ["a", "b"], "obj": {"k": 1}});
-        assert!(condition("/n", "^42$").holds(&payload));
-        assert!(condition("/flag", "^true$").holds(&payload));
-        assert!(condition("/list", r#"^\["a","b"\]$"#).holds(&payload));
-        assert!(condition("/obj", r#"^\{"k":1\}$"#).holds(&payload));
+        assert!(condition("/n", "^42$").holds(&payload, &mut Lookups::default()));
+        assert!(condition("/flag", "^true$").holds(&payload, &mut Lookups::default()));
+        assert!(condition("/list", r#"^\["a","b"\]$"#).holds(&payload, &mut Lookups::default()));
+        assert!(condition("/obj", r#"^\{"k":1\}$"#).holds(&payload, &mut Lookups::default()));
     }
 
     #[test]
     fn absent_pointer_never_matches() {
         let payload = json!({"a": "x"});
-        assert!(!condition("/b", ".*").holds(&payload));
-        assert!(!condition("/a/0", ".*").holds(&payload));
+        assert!(!condition("/b", ".*").holds(&payload, &mut Lookups::default()));
+        assert!(!condition("/a/0", ".*").holds(&payload, &mut Lookups::default()));
     }
 
     #[test]
     fn escaped_keys_are_looked_up() {
         let payload = json!({"a/b": {"c~d": "hit"}});
-        assert!(condition("/a~1b/c~0d", "hit").holds(&payload));
+        assert!(condition("/a~1b/c~0d", "hit").holds(&payload, &mut Lookups::default()));
+    }
+
+    #[test]
+    fn lookups_agree_with_serde_json_pointer() {
+        let payload = json!({"a": [10, {"b/c": {"~": 1}}], "": {"": 2}, "01": 3,
+            "arr": [0, 1, 2], "n": null});
+        for pointer in [
+            "",
+            "/a",
+            "/a/0",
+            "/a/1/b~1c/~0",
+            "/a/01",
+            "/a/+1",
+            "/a/2",
+            "/",
+            "//",
+            "/01",
+            "/arr/1",
+            "/arr/-",
+            "/n",
+            "/n/x",
+            "/missing/x",
+        ] {
+            let condition = condition(pointer, ".*");
+            assert_eq!(
+                condition.lookup(&payload),
+                payload.pointer(pointer),
+                "{pointer}"
+            );
+        }
+    }
+
+    #[test]
+    fn shared_pointer_is_walked_once_per_evaluation() {
+        let mut first = condition("/a", "^x$");
+        let mut second = condition("/a", "^y$");
+        first.share_pointer(0);
+        second.share_pointer(0);
+        let payload = json!({"a": "y"});
+        let mut lookups = Lookups::default();
+        assert!(!first.holds(&payload, &mut lookups));
+        assert!(second.holds(&payload, &mut lookups));
+        // A different pointer id does not reuse the remembered walk.
+        let mut other = condition("/b", ".*");
+        other.share_pointer(1);
+        assert!(!other.holds(&payload, &mut lookups));
     }
 
     #[test]

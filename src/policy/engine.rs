@@ -1,5 +1,8 @@
 //! The compiled policy and how it decides a hook.
 
+use std::collections::HashMap;
+
+use super::condition::Lookups;
 use super::hook::HookView;
 use super::index::HookIndex;
 use super::rule::Rule;
@@ -19,7 +22,8 @@ pub struct Policy {
 
 impl Policy {
     /// Assembles a policy from rules that already compiled.
-    pub(crate) fn new(rules: Vec<Rule>, default: Decision) -> Self {
+    pub(crate) fn new(mut rules: Vec<Rule>, default: Decision) -> Self {
+        share_pointers(&mut rules);
         let index = HookIndex::build(&rules);
         Self {
             rules,
@@ -52,10 +56,23 @@ impl Policy {
     }
 
     fn first_applicable(&self, hook: &HookView<'_>) -> Option<&Rule> {
+        let mut glob_hits = Vec::new();
+        let mut lookups = Lookups::default();
         self.index
-            .candidates(hook)
+            .candidates(hook, &mut glob_hits)
             .filter_map(|position| self.rules.get(position))
-            .find(|rule| rule.applies(hook))
+            .find(|rule| rule.applies(hook, &mut lookups))
+    }
+}
+
+/// Gives conditions with the same pointer the same id, so one evaluation
+/// walks each pointer once however many rules test it.
+fn share_pointers(rules: &mut [Rule]) {
+    let mut ids: HashMap<String, usize> = HashMap::new();
+    for condition in rules.iter_mut().filter_map(Rule::condition_mut) {
+        let next = ids.len();
+        let id = *ids.entry(condition.pointer().to_owned()).or_insert(next);
+        condition.share_pointer(id);
     }
 }
 
@@ -85,6 +102,67 @@ mod tests {
         policy
             .matching_rule(&HookView::new(method, tool, payload))
             .map(str::to_owned)
+    }
+
+    /// Tool globs are matched as a set per bucket and merged back with the
+    /// exact-tool and tool-less rules: file order still decides.
+    #[test]
+    fn tool_globs_across_buckets_keep_file_order() {
+        let policy = policy(
+            r#"
+[[policy.rule]]
+name = "a"
+hook = "steps/toolCallRequest"
+tool = "run_*"
+match = { pointer = "/arguments/x/value", regex = "^1$" }
+decision = "deny"
+reasoning = "r"
+
+[[policy.rule]]
+name = "b"
+tool = "run_sh*"
+decision = "deny"
+reasoning = "r"
+
+[[policy.rule]]
+name = "c"
+hook = "steps/toolCallRequest"
+tool = "run_shell"
+decision = "deny"
+reasoning = "r"
+
+[[policy.rule]]
+name = "d"
+hook = "steps/*"
+tool = "*"
+decision = "deny"
+reasoning = "r"
+
+[[policy.rule]]
+name = "e"
+hook = "steps/*"
+tool = "{run,walk}_*"
+decision = "deny"
+reasoning = "r"
+"#,
+        );
+        let one = json!({"arguments": {"x": {"value": 1}}});
+        let two = json!({"arguments": {"x": {"value": 2}}});
+        let rule = |tool, payload| rule_of(&policy, CALL, tool, payload);
+        assert_eq!(rule(Some("run_shell"), &one).as_deref(), Some("a"));
+        assert_eq!(rule(Some("run_shell"), &two).as_deref(), Some("b"));
+        assert_eq!(rule(Some("run_other"), &two).as_deref(), Some("d"));
+        assert_eq!(rule(Some("walk_x"), &two).as_deref(), Some("d"));
+        // Tool patterns, globs included, never fire for a hook without a tool.
+        assert_eq!(rule(None, &one), None);
+        assert_eq!(
+            rule_of(&policy, WRAPPED_CALL, Some("run_shell"), &two).as_deref(),
+            Some("b")
+        );
+        assert_eq!(
+            rule_of(&policy, "steps/toolCallResult", Some("walk_x"), &two).as_deref(),
+            Some("d")
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! One compiled rule: when it fires and what it decides.
 
-use super::condition::Condition;
+use super::condition::{Condition, Lookups};
 use super::error::RuleProblem;
 use super::hook::HookView;
 use super::outcome::Outcome;
@@ -60,13 +60,18 @@ impl Rule {
     ///
     /// Cheapest checks first: tool name, then the payload condition, then
     /// (for redaction) the walk over the payload.
-    pub(crate) fn applies(&self, hook: &HookView<'_>) -> bool {
+    pub(crate) fn applies<'v>(&self, hook: &HookView<'v>, lookups: &mut Lookups<'v>) -> bool {
         self.tool_matches(hook.tool)
             && self
                 .condition
                 .as_ref()
-                .is_none_or(|c| c.holds(hook.payload))
+                .is_none_or(|c| c.holds(hook.payload, lookups))
             && self.outcome.applies(hook)
+    }
+
+    /// The `match` clause, so the policy can share equal pointers.
+    pub(crate) fn condition_mut(&mut self) -> Option<&mut Condition> {
+        self.condition.as_mut()
     }
 
     /// The decision for a hook this rule applies to.

@@ -19,7 +19,6 @@ use crate::audit::{self, AppendReceipt, AuditError, AuditRecord, OnFailure};
 use crate::enforce::Action;
 use crate::guardian::{BatchAnswer, Decision, DecisionSource, FailurePosture, GuardianError};
 use crate::hooks::HookRequest;
-use crate::jcs;
 use crate::metrics::METRICS;
 use crate::session::{Direction, Session};
 
@@ -291,10 +290,9 @@ pub async fn record_hook(
     action: Action,
     detail: Option<String>,
 ) -> Result<Recorded, AuditError> {
-    let params = hook.params(session.metadata());
     let decision = &decided.decision;
     let mut record = AuditRecord::new(hook.request_id.to_string(), hook.method.as_str())
-        .request_hash(jcs::value_digest(&params))
+        .request_hash(hook.params_digest(session.metadata()))
         .decision(decision.decision.as_str())
         .decision_source(decided.source)
         .reason_codes(decision.reason_codes.clone());
@@ -312,7 +310,7 @@ pub async fn record_hook(
         record = record.guardian_chain_hash(head.as_str());
     }
     if session.config.audit.record_content {
-        record = record.hook_params(params);
+        record = record.hook_params(hook.params(session.metadata()));
     }
     if let Some(detail) = detail.or_else(|| decided.failure.clone()) {
         record = record.detail(detail);

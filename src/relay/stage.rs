@@ -262,7 +262,7 @@ fn build_hook(
     match stage {
         Stage::Wrapped => {
             let method = mcp::wrapped_method(&flow.context.mcp_method);
-            let hook = HookRequest::new(method, doc.value.clone(), flow.tool.clone());
+            let hook = HookRequest::new(method, Arc::clone(&doc.value), flow.tool.clone());
             Some((hook, OutputMap(Vec::new())))
         }
         Stage::ToolCallRequest => {
@@ -361,12 +361,14 @@ fn apply_modifications(
                 MessageKind::Request => Target::WrappedMcpRequest,
                 _ => Target::WrappedMcpResponse,
             };
-            modify::apply(&mut doc.value, modifications, target)
+            modify::apply(doc.value_mut(), modifications, target)
         }
-        Stage::ToolCallRequest => modify::tool_request_to_mcp(modifications)?.apply(&mut doc.value),
+        Stage::ToolCallRequest => {
+            modify::tool_request_to_mcp(modifications)?.apply(doc.value_mut())
+        }
         Stage::ToolCallResult => {
             let mapped = modify::tool_result_to_mcp(modifications, sources)?;
-            modify::apply(&mut doc.value, &mapped, Target::WrappedMcpResponse)
+            modify::apply(doc.value_mut(), &mapped, Target::WrappedMcpResponse)
         }
     }
 }
