@@ -126,6 +126,12 @@ where
 /// Classifies a frame. Batches are split into their elements, each keeping
 /// its own original bytes.
 pub fn peek_frame(bytes: Bytes) -> Result<Frame, PeekError> {
+    // The peek skips unknown members without decoding them, so their text
+    // is checked here: JSON is UTF-8 (RFC 8259 §8.1), and a frame that is
+    // not must not be forwarded as if it were.
+    if let Err(err) = std::str::from_utf8(&bytes) {
+        return Err(PeekError::Parse(format!("not UTF-8: {err}")));
+    }
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace()).copied();
     if first == Some(b'[') {
         return peek_batch(&bytes).map(Frame::Batch);
@@ -279,6 +285,20 @@ mod tests {
         ] {
             let err = peek_frame(Bytes::copy_from_slice(text.as_bytes())).unwrap_err();
             assert!(matches!(err, PeekError::Parse(_)), "{text}: {err:?}");
+        }
+    }
+
+    // Found by the jsonrpc_peek fuzz target: invalid UTF-8 in a member the
+    // peek skips passed as a valid message.
+    #[test]
+    fn invalid_utf8_anywhere_is_a_parse_error() {
+        for text in [
+            &b"{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"junk\":\"\x90\"}"[..],
+            b"{\"jsonrpc\":\"1.0\",\"id\":2,\"meth/d\":\"\x90x\"}",
+            b"[{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"p\":\"\xc3\"}]",
+        ] {
+            let err = peek_frame(Bytes::copy_from_slice(text)).unwrap_err();
+            assert!(matches!(err, PeekError::Parse(_)), "{err:?}");
         }
     }
 
