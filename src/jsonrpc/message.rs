@@ -169,12 +169,7 @@ fn peek_batch(bytes: &Bytes) -> Result<Vec<Message>, PeekError> {
 fn peek_message(bytes: Bytes) -> Result<Message, PeekError> {
     let envelope: Envelope<'_> = match serde_json::from_slice(&bytes) {
         Ok(envelope) => envelope,
-        Err(err) if err.is_data() => {
-            return Err(PeekError::Invalid {
-                id: None,
-                reason: err.to_string(),
-            })
-        }
+        Err(err) if err.is_data() => return Err(data_error(&bytes, err)),
         Err(err) => return Err(PeekError::Parse(err.to_string())),
     };
     let id = envelope.id.map(|raw| RequestId::from_json(raw.get()));
@@ -185,6 +180,19 @@ fn peek_message(bytes: Bytes) -> Result<Message, PeekError> {
         id,
         method,
     })
+}
+
+/// A member of the wrong type stops the peek before it reaches the end, so
+/// the rest may not be JSON at all; only JSON is an invalid request (-32600),
+/// anything else a parse error (-32700).
+fn data_error(bytes: &[u8], err: serde_json::Error) -> PeekError {
+    match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+        Ok(_) => PeekError::Invalid {
+            id: None,
+            reason: err.to_string(),
+        },
+        Err(syntax) => PeekError::Parse(syntax.to_string()),
+    }
 }
 
 fn classify(
@@ -275,6 +283,35 @@ mod tests {
         assert!(matches!(err, PeekError::Parse(_)));
         let err = peek_frame(Bytes::from_static(b"\xff\xfe")).unwrap_err();
         assert!(matches!(err, PeekError::Parse(_)));
+    }
+
+    // Found by the jsonrpc_peek fuzz target: a mistyped member ahead of a
+    // syntax error made broken JSON an invalid request instead of a parse
+    // error.
+    #[test]
+    fn broken_json_is_a_parse_error_whatever_comes_first() {
+        for text in [
+            r#"{"jsonrpc":5,"id":1,"method":"#,
+            r#"{"method":[],"#,
+            r#"{"id":1,"id":2"#,
+        ] {
+            let err = peek_frame(Bytes::copy_from_slice(text.as_bytes())).unwrap_err();
+            assert!(matches!(err, PeekError::Parse(_)), "{text}: {err:?}");
+        }
+    }
+
+    // Found by the jsonrpc_peek fuzz target: invalid UTF-8 in a member the
+    // peek skips passed as a valid message.
+    #[test]
+    fn invalid_utf8_anywhere_is_a_parse_error() {
+        for text in [
+            &b"{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"junk\":\"\x90\"}"[..],
+            b"{\"jsonrpc\":\"1.0\",\"id\":2,\"meth/d\":\"\x90x\"}",
+            b"[{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"p\":\"\xc3\"}]",
+        ] {
+            let err = peek_frame(Bytes::copy_from_slice(text)).unwrap_err();
+            assert!(matches!(err, PeekError::Parse(_)), "{err:?}");
+        }
     }
 
     #[test]

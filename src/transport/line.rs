@@ -102,7 +102,10 @@ impl Decoder for LineCodec {
             return Ok(None);
         }
         self.scanned = 0;
-        let line = buf.split_to(buf.len());
+        let mut line = buf.split_to(buf.len());
+        if line.last() == Some(&b'\r') {
+            line.truncate(line.len() - 1);
+        }
         Ok(Some(LineFrame::Line(line.freeze())))
     }
 }
@@ -171,6 +174,15 @@ mod tests {
     fn final_line_without_newline_is_kept() {
         let mut codec = LineCodec::new(100);
         let frames = decode_all(&mut codec, &[b"a\nb"]);
+        assert_eq!(frames, vec![line("a"), line("b")]);
+    }
+
+    // Found by the line_framer fuzz target: the last line of a stream kept
+    // its CR when no LF followed, unlike every other line.
+    #[test]
+    fn final_line_without_newline_drops_its_cr() {
+        let mut codec = LineCodec::new(100);
+        let frames = decode_all(&mut codec, &[b"a\r\nb\r"]);
         assert_eq!(frames, vec![line("a"), line("b")]);
     }
 }

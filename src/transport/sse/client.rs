@@ -12,7 +12,7 @@
 //! so the agent is not left waiting; a 404 means the server no longer
 //! knows the session, and the upstream closes.
 
-pub(crate) mod decode;
+pub mod decode;
 
 use std::collections::VecDeque;
 use std::sync::Arc;

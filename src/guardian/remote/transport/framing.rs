@@ -93,14 +93,17 @@ impl ContentLengthCodec {
             }
             if buf[..=i].ends_with(HEADER_END) {
                 self.scanned = 0;
+                // The limit holds however the block arrived: in one read
+                // it is whole here, in pieces it was refused below.
+                if i + 1 > MAX_HEADER_BYTES {
+                    return Err(headers_too_long());
+                }
                 return Ok(Some(i + 1));
             }
         }
         self.scanned = buf.len();
         if buf.len() > MAX_HEADER_BYTES {
-            return Err(malformed(&format!(
-                "no blank line ends the headers within {MAX_HEADER_BYTES} bytes"
-            )));
+            return Err(headers_too_long());
         }
         Ok(None)
     }
@@ -242,6 +245,12 @@ fn quote(text: &str) -> &str {
     }
 }
 
+fn headers_too_long() -> TransportError {
+    malformed(&format!(
+        "no blank line ends the headers within {MAX_HEADER_BYTES} bytes"
+    ))
+}
+
 fn malformed(reason: &str) -> TransportError {
     TransportError::Malformed(reason.to_owned())
 }
@@ -375,6 +384,34 @@ mod tests {
         input.extend(std::iter::repeat_n(b'a', MAX_HEADER_BYTES));
         let err = decode_error(&input);
         assert!(matches!(&err, TransportError::Malformed(m) if m.contains("no blank line")));
+    }
+
+    // Found by the content_length_framer fuzz target: a header block over
+    // the limit was accepted when it arrived in one read and refused when
+    // it arrived in pieces.
+    #[test]
+    fn the_header_limit_holds_for_a_block_read_at_once() {
+        let mut input = b"X-Filler: ".to_vec();
+        input.extend(std::iter::repeat_n(b'a', MAX_HEADER_BYTES));
+        input.extend_from_slice(b"\r\nContent-Length: 2\r\n\r\n{}");
+        let err = decode_error(&input);
+        assert!(matches!(&err, TransportError::Malformed(m) if m.contains("no blank line")));
+        let mut codec = ContentLengthCodec::new(1024);
+        let mut buf = BytesMut::new();
+        for chunk in input.chunks(1000) {
+            buf.extend_from_slice(chunk);
+            match codec.decode(&mut buf) {
+                Ok(None) => continue,
+                Ok(Some(frame)) => panic!("accepted {frame:?}"),
+                Err(err) => {
+                    assert!(
+                        matches!(&err, TransportError::Malformed(m) if m.contains("no blank line"))
+                    );
+                    return;
+                }
+            }
+        }
+        panic!("an over-long header block was not refused");
     }
 
     #[test]
