@@ -11,15 +11,15 @@ use acs_proxy::jsonrpc::{
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use serde::de::IgnoredAny;
+use serde::Deserialize;
 use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {
     // RFC 8259's grammar: UTF-8, and escapes well formed. It allows an
     // unpaired surrogate escape (`"\\ud83d"`), which a Rust string cannot
     // hold, so serde_json's full parse is the stricter of the two.
-    let grammatical =
-        std::str::from_utf8(data).is_ok() && serde_json::from_slice::<IgnoredAny>(data).is_ok();
-    let full = serde_json::from_slice::<Value>(data).ok();
+    let grammatical = std::str::from_utf8(data).is_ok() && parse::<IgnoredAny>(data).is_some();
+    let full = parse::<Value>(data);
     assert!(full.is_none() || grammatical);
     match peek_frame(Bytes::copy_from_slice(data)) {
         Ok(Frame::Single(message)) => {
@@ -46,14 +46,29 @@ fuzz_target!(|data: &[u8]| {
                 "valid JSON reported as a parse error"
             );
         }
-        Err(PeekError::Invalid { id, .. }) => {
-            assert!(grammatical, "invalid JSON reported as an invalid request");
+        // Nesting beyond the limit is refused by the scan that precedes any
+        // parse, whether or not the rest would have parsed.
+        Err(PeekError::Invalid { id, reason }) => {
+            assert!(
+                grammatical || reason.contains("nesting exceeds"),
+                "invalid JSON reported as an invalid request"
+            );
             let reply = error_response(id.as_ref(), codes::INVALID_REQUEST, "invalid", None);
             let reply: Value = serde_json::from_slice(&reply).expect("error reply is JSON");
             assert_eq!(reply["jsonrpc"], "2.0");
         }
     }
 });
+
+/// A full parse with no recursion limit: the proxy bounds nesting itself
+/// (`[limits] max_json_depth`), so the oracle must not add its own.
+fn parse<T: serde::de::DeserializeOwned>(data: &[u8]) -> Option<T> {
+    let mut deserializer = serde_json::Deserializer::from_slice(data);
+    deserializer.disable_recursion_limit();
+    let value = T::deserialize(&mut deserializer).ok()?;
+    deserializer.end().ok()?;
+    Some(value)
+}
 
 /// What the peek found agrees with the parsed message, and its bytes are
 /// exactly the message's own.
