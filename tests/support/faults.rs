@@ -12,35 +12,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{parse, proxy_bin, repo_root, Scratch, WAIT};
+use super::{parse, proxy_bin, workspace_bin, Scratch, WAIT};
 
 /// The misbehaving server, built the first time it is asked for.
 pub fn misbehaving_server_bin() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
-        .get_or_init(|| {
-            let target = proxy_bin()
-                .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_else(|| repo_root().join("target/debug"));
-            let mut build = Command::new(env!("CARGO"));
-            build
-                .args([
-                    "build",
-                    "-p",
-                    "acs-test-peers",
-                    "--bin",
-                    "acs-misbehaving-server",
-                ])
-                .current_dir(repo_root());
-            if target.file_name().is_some_and(|name| name == "release") {
-                build.arg("--release");
-            }
-            assert!(build.status().expect("cargo runs").success());
-            let path = target.join("acs-misbehaving-server");
-            assert!(path.exists(), "no misbehaving server at {}", path.display());
-            path
-        })
+        .get_or_init(|| workspace_bin("acs-test-peers", "acs-misbehaving-server"))
         .clone()
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{parse, proxy_bin, repo_root, Scratch, WAIT};
+use super::{parse, workspace_bin, Scratch, WAIT};
 
 /// The deployment secret both sides are given (at least 32 bytes, no
 /// trailing whitespace, which both sides would strip).
@@ -22,36 +22,11 @@ pub const SECRET: &[u8] = b"acs-proxy remote guardian tests: 40 byte";
 pub const KEY_ID: &str = "k-tests";
 
 /// The `acs-test-guardian` binary, built the first time it is asked for in
-/// this test process (cargo does not build another package's binaries for
-/// this crate's tests; a rebuild of an up-to-date binary is a no-op). It is
-/// found next to the `acs-proxy` binary, in the same target profile.
+/// this test process.
 pub fn test_guardian_bin() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
-        .get_or_init(|| {
-            let target = proxy_bin()
-                .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_else(|| repo_root().join("target/debug"));
-            let mut build = Command::new(env!("CARGO"));
-            build
-                .args([
-                    "build",
-                    "-p",
-                    "acs-test-guardian",
-                    "--bin",
-                    "acs-test-guardian",
-                ])
-                .current_dir(repo_root());
-            if target.file_name().is_some_and(|name| name == "release") {
-                build.arg("--release");
-            }
-            let status = build.status().expect("cargo runs");
-            assert!(status.success(), "building acs-test-guardian failed");
-            let path = target.join(format!("acs-test-guardian{}", std::env::consts::EXE_SUFFIX));
-            assert!(path.exists(), "no test Guardian at {}", path.display());
-            path
-        })
+        .get_or_init(|| workspace_bin("acs-test-guardian", "acs-test-guardian"))
         .clone()
 }
 

@@ -35,6 +35,28 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// `bin` of workspace package `package`, built in the same target profile
+/// as `acs-proxy` (cargo does not build another package's binaries for this
+/// crate's tests; rebuilding an up-to-date binary is a no-op).
+pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
+    let target = proxy_bin()
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| repo_root().join("target/debug"));
+    let mut build = Command::new(env!("CARGO"));
+    build
+        .args(["build", "-p", package, "--bin", bin])
+        .current_dir(repo_root());
+    if target.file_name().is_some_and(|name| name == "release") {
+        build.arg("--release");
+    }
+    let status = build.status().expect("cargo runs");
+    assert!(status.success(), "building {bin} failed");
+    let path = target.join(format!("{bin}{}", std::env::consts::EXE_SUFFIX));
+    assert!(path.exists(), "no {bin} at {}", path.display());
+    path
+}
+
 /// The demo MCP server, built on demand (it is another workspace package,
 /// so cargo does not build it for this crate's tests by itself).
 pub fn demo_server_bin() -> PathBuf {
