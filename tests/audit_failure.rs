@@ -11,6 +11,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -19,6 +20,15 @@ use support::{tool_call, Proxy, Scratch};
 
 /// JSON-RPC code of a message refused because the audit log cannot record.
 const AUDIT_UNAVAILABLE: i64 = -32013;
+
+/// The tests here run one at a time: mounting and filling a tmpfs, and
+/// lowering a process's file size limit, are machine-level events, and one
+/// test's storage failure must not overlap another's readiness checks.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Sets the soft `RLIMIT_FSIZE` of a running process (the hard limit stays
 /// unlimited, so it can be raised again).
@@ -123,6 +133,7 @@ fn call_until_allowed(proxy: &mut Proxy, first_id: i64) -> i64 {
 
 #[test]
 fn file_size_limit_fails_closed_then_recovers_and_verifies() {
+    let _serial = one_at_a_time();
     let scratch = Scratch::new();
     let port = free_port();
     let config = scratch.demo_config(&format!("[metrics]\naddress = \"127.0.0.1:{port}\"\n"));
@@ -173,6 +184,7 @@ fn file_size_limit_fails_closed_then_recovers_and_verifies() {
 
 #[test]
 fn fail_open_passes_traffic_unrecorded_and_still_counts() {
+    let _serial = one_at_a_time();
     let scratch = Scratch::new();
     let port = free_port();
     let config = scratch.demo_config(&format!("[metrics]\naddress = \"127.0.0.1:{port}\"\n"));
@@ -254,6 +266,7 @@ impl Drop for SmallTmpfs {
 
 #[test]
 fn full_disk_refuses_the_session_start_until_space_returns() {
+    let _serial = one_at_a_time();
     let scratch = Scratch::new();
     let Some(tmpfs) = SmallTmpfs::mount(&scratch.path("small")) else {
         eprintln!("skipped: mounting a tmpfs is not permitted here");
