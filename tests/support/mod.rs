@@ -250,9 +250,19 @@ impl Proxy {
             .env("ACS_PROXY_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn acs-proxy");
+        // Relayed rather than inherited: when the test's own stderr is a
+        // file, a file size limit a test sets on the proxy would apply to
+        // its log lines too.
+        let stderr = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("{line}");
+            }
+        });
         let stdout = child.stdout.take().expect("stdout");
         let stdin = child.stdin.take();
         let (tx, lines) = mpsc::channel();
