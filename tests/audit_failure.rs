@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::pairs::free_port;
+use support::free_port;
 use support::{tool_call, Proxy, Scratch};
 
 /// JSON-RPC code of a message refused because the audit log cannot record.

@@ -8,7 +8,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::faults::{free_port, misbehaving_config, server_received, wait_for_metric};
+use support::faults::{misbehaving_config, server_received, wait_for_metric};
+use support::free_port;
 use support::mcp_http::{client, read_reply, McpHttp};
 use support::{audit_chains, listen_section, tool_call, NetProxy, Proxy, Scratch, WAIT};
 

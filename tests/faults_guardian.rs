@@ -5,7 +5,8 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::faults::{free_port, scrape};
+use support::faults::scrape;
+use support::free_port;
 use support::guardian::TestGuardian;
 use support::{tool_call, Proxy, Scratch};
 

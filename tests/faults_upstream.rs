@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::faults::{
-    free_port, metric, misbehaving_config, rss_kib, scrape, server_received, wait_for_metric,
-    UnreadProxy,
+    metric, misbehaving_config, scrape, server_received, wait_for_metric, UnreadProxy,
 };
 use support::mcp_http::{client, McpHttp};
-use support::{audit_chains, listen_section, tool_call, NetProxy, Proxy, Scratch, WAIT};
+use support::{
+    audit_chains, free_port, listen_section, rss_kib, tool_call, NetProxy, Proxy, Scratch, WAIT,
+};
 
 const UPSTREAM_ERRORS: &str = "acs_proxy_upstream_errors_total";
 

@@ -9,8 +9,8 @@ mod support;
 use futures_util::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use support::free_port;
 use support::mcp_http::{client, json_body, read_reply, McpHttp, SseStream};
-use support::pairs::free_port;
 use support::{listen_section, tool_call, NetProxy, Proxy, Scratch};
 
 const LIMIT_EXCEEDED: i64 = -32012;

@@ -10,8 +10,10 @@
 
 mod support;
 
+use support::free_port;
+
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -141,14 +143,6 @@ fn guardian_hooks_for(guardian: &TestGuardian, method: &str, tool: &str) -> Vec<
                 && r["envelope"]["params"]["payload"]["tool"]["name"] == tool
         })
         .collect()
-}
-
-/// A free port on 127.0.0.1 for the metrics endpoint.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("free port")
-        .port()
 }
 
 /// `GET /metrics` from the proxy's admin endpoint, retried until it answers.

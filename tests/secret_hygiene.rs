@@ -6,15 +6,12 @@
 
 mod support;
 
+use support::free_port;
+
 use reqwest::StatusCode;
 use serde_json::json;
 use support::mcp_http::{client, McpHttp, ACCEPT_BOTH};
 use support::{listen_section, tool_call, NetProxy, Scratch};
-
-fn free_port() -> u16 {
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    probe.local_addr().unwrap().port()
-}
 
 #[tokio::test]
 async fn secrets_stay_out_of_logs_metrics_and_audit_and_labels_stay_bounded() {

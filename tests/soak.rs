@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::mcp_http::{client, read_reply, McpHttp};
-use support::{listen_section, proxy_bin, tool_call, NetProxy, Scratch};
+use support::{listen_section, proxy_bin, rss_kib, tool_call, NetProxy, Scratch};
 use tokio::task::JoinSet;
 
 const POLICY: &str = r#"
@@ -138,17 +138,6 @@ fn check(reply: &Value, id: &Value, expect: &Expect, tally: &mut Tally) {
             tally.redacted += 1;
         }
     }
-}
-
-/// Resident set size of `pid`, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse().ok())
-        .expect("VmRSS")
 }
 
 async fn run_session(

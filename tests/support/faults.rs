@@ -4,7 +4,7 @@
 //! when it chooses to (a slow client).
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::OnceLock;
@@ -55,12 +55,6 @@ pub fn misbehaving_config(scratch: &Scratch, metrics_port: u16, extra: &str) -> 
     )
     .expect("write");
     path
-}
-
-/// A port of 127.0.0.1 free right now.
-pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
 }
 
 /// `GET /metrics` on `port`, retried until the endpoint answers.
@@ -116,16 +110,6 @@ pub fn wait_for_metric(port: u16, name: &str, labels: &str, wanted: f64) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// A process's resident set size in KiB (`VmRSS` of `/proc/<pid>/status`).
-pub fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
 }
 
 /// A stdio proxy whose stdout is not read until the test reads it: what

@@ -13,17 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{repo_root, Scratch, WAIT};
-
-/// A free TCP port on 127.0.0.1 (bound, then released: a server started
-/// on it may still lose a race, which [`EverythingServer`] retries).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind 127.0.0.1:0")
-        .local_addr()
-        .expect("local addr")
-        .port()
-}
+use super::{free_port, repo_root, Scratch, WAIT};
 
 /// One `[[upstream]]` reached over the network.
 #[derive(Debug, Clone)]
