@@ -104,6 +104,11 @@ fn main() -> ExitCode {
 }
 
 /// Logs go to stderr: in stdio mode stdout belongs to the agent.
+///
+/// A log line that cannot be written is dropped. The formatter's own
+/// report of such a failure goes through `eprintln!`, which panics when
+/// stderr fails too (a full disk, a file size limit), and would take down
+/// whichever task was logging, the audit writer included.
 fn init_logging() {
     let filter =
         EnvFilter::try_from_env("ACS_PROXY_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
@@ -111,6 +116,7 @@ fn init_logging() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(false)
+        .log_internal_errors(false)
         .init();
 }
 

@@ -182,6 +182,45 @@ fn file_size_limit_fails_closed_then_recovers_and_verifies() {
     assert!(entries.iter().any(|entry| entry["mcp_id"] == allowed));
 }
 
+/// The proxy's own stderr is a file already past the limit, so its log
+/// lines fail to write during the outage too; losing them must not stop
+/// the audit log from recovering.
+#[test]
+fn a_log_file_past_the_size_limit_does_not_stop_recovery() {
+    let _serial = one_at_a_time();
+    let scratch = Scratch::new();
+    let port = free_port();
+    let config = scratch.demo_config(&format!("[metrics]\naddress = \"127.0.0.1:{port}\"\n"));
+    let log_path = scratch.path("proxy-stderr.log");
+    std::fs::write(&log_path, vec![b'#'; 1 << 20]).unwrap();
+    let log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log_path)
+        .unwrap();
+    let args = ["--config".to_owned(), config.display().to_string()];
+    let mut proxy = Proxy::start_logging_to(&args, log.into());
+    proxy.initialize(json!({}));
+    wait_ready(port, "HTTP/1.1 200");
+
+    let size = std::fs::metadata(scratch.audit_log()).unwrap().len();
+    limit_file_size(proxy.pid(), Some(size));
+    proxy.send(&echo(1));
+    assert_refused_for_audit(&proxy.response(&json!(1)));
+    wait_ready(port, "HTTP/1.1 503");
+
+    limit_file_size(proxy.pid(), None);
+    wait_ready(port, "HTTP/1.1 200");
+    let allowed = call_until_allowed(&mut proxy, 2);
+    assert!(server_saw(&scratch, allowed));
+    assert!(proxy.finish().success());
+    scratch.assert_audit_verifies();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        log.contains("the audit log is writable again"),
+        "the recovery was not logged"
+    );
+}
+
 #[test]
 fn fail_open_passes_traffic_unrecorded_and_still_counts() {
     let _serial = one_at_a_time();

@@ -265,24 +265,30 @@ impl Proxy {
 
     /// Starts `acs-proxy` with these arguments.
     pub fn start_with(args: &[String]) -> Self {
-        let mut child = Command::new(proxy_bin())
-            .args(args)
-            .env("ACS_PROXY_LOG", "warn")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn acs-proxy");
-        // Relayed rather than inherited: when the test's own stderr is a
-        // file, a file size limit a test sets on the proxy would apply to
-        // its log lines too.
-        let stderr = child.stderr.take().expect("stderr");
+        let mut proxy = Self::start_logging_to(args, Stdio::piped());
+        // Relayed rather than inherited, so that a file size limit a test
+        // sets on the proxy applies to its audit log alone, whatever the
+        // test's own stderr is.
+        let stderr = proxy.child.stderr.take().expect("stderr");
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 eprintln!("{line}");
             }
         });
+        proxy
+    }
+
+    /// Starts `acs-proxy` with these arguments, its log lines going to `stderr`.
+    pub fn start_logging_to(args: &[String], stderr: Stdio) -> Self {
+        let mut child = Command::new(proxy_bin())
+            .args(args)
+            .env("ACS_PROXY_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn acs-proxy");
         let stdout = child.stdout.take().expect("stdout");
         let stdin = child.stdin.take();
         let (tx, lines) = mpsc::channel();
