@@ -283,6 +283,53 @@ async fn sessions_belong_to_the_principal_that_opened_them() {
     scratch.assert_audit_verifies();
 }
 
+/// A connection that sends nothing at all, and one that opens HTTP/2 with
+/// its preface and settings but never a request, are cut off after the
+/// header read timeout like an HTTP/1.1 trickle; a served connection stays.
+#[tokio::test]
+async fn silent_and_http2_idle_connections_are_cut_off() {
+    let scratch = Scratch::new();
+    let proxy = start(&scratch, "header_read_timeout_ms = 1000\n", "");
+    let addr = proxy.addr;
+    let silent = std::thread::spawn(move || {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        let started = Instant::now();
+        (
+            closes_within(&mut stream, Duration::from_secs(15)),
+            started.elapsed(),
+        )
+    });
+    let h2_idle = std::thread::spawn(move || {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream
+            .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            .unwrap();
+        // An empty SETTINGS frame: length 0, type 4, no flags, stream 0.
+        stream.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).unwrap();
+        let started = Instant::now();
+        (
+            closes_within(&mut stream, Duration::from_secs(15)),
+            started.elapsed(),
+        )
+    });
+    let mut mcp = McpHttp::new(client(None), proxy.url("/mcp"));
+    mcp.initialize("2025-06-18", json!({})).await;
+    for (name, probe) in [("silent", silent), ("HTTP/2 idle", h2_idle)] {
+        let (closed, after) = tokio::task::spawn_blocking(move || probe.join().unwrap())
+            .await
+            .unwrap();
+        assert!(closed, "the {name} connection was never cut off");
+        assert!(
+            after < Duration::from_secs(5),
+            "{name}: cut off only after {after:?}"
+        );
+    }
+    let (reply, _) = mcp
+        .request(&tool_call(1, "echo", json!({"text": "still served"})))
+        .await;
+    assert_eq!(reply["result"]["content"][0]["text"], "still served");
+}
+
 /// Reads from `stream` until it closes; `true` when it did within `limit`.
 fn closes_within(stream: &mut TcpStream, limit: Duration) -> bool {
     stream

@@ -2,6 +2,7 @@
 //! upgrades, for WebSocket), a header read timeout against slowloris, and
 //! graceful shutdown.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,11 +54,14 @@ pub(crate) async fn accept_until(
         let app = app.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
+            let first_request = header_read_timeout;
             match tls {
-                None => serve(&builder, tcp, app, watcher).await,
+                None => serve(&builder, tcp, app, watcher, first_request).await,
                 Some(acceptor) => {
                     match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(stream)) => serve(&builder, stream, app, watcher).await,
+                        Ok(Ok(stream)) => {
+                            serve(&builder, stream, app, watcher, first_request).await
+                        }
                         Ok(Err(err)) => tracing::debug!(%peer, %err, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                     }
@@ -81,13 +85,41 @@ fn connection_builder(header_read_timeout: Duration) -> Builder<TokioExecutor> {
     builder
 }
 
-async fn serve<I>(builder: &Builder<TokioExecutor>, io: I, app: Router, watcher: Watcher)
-where
+/// Serves one connection. hyper's header read timeout covers HTTP/1.1
+/// headers once the protocol is known, but neither a connection that
+/// never sends a byte (the protocol is never detected) nor an HTTP/2
+/// connection that never opens a stream; both are dropped when no request
+/// has arrived within `first_request` of the connection's start.
+async fn serve<I>(
+    builder: &Builder<TokioExecutor>,
+    io: I,
+    app: Router,
+    watcher: Watcher,
+    first_request: Duration,
+) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let requested = Arc::new(AtomicBool::new(false));
+    let seen = requested.clone();
+    let app = tower::ServiceExt::map_request(app, move |request| {
+        seen.store(true, Ordering::Relaxed);
+        request
+    });
     let service = TowerToHyperService::new(app);
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
-    if let Err(err) = watcher.watch(connection).await {
+    let connection = watcher.watch(connection);
+    tokio::pin!(connection);
+    let result = tokio::select! {
+        result = &mut connection => result,
+        () = tokio::time::sleep(first_request) => {
+            if !requested.load(Ordering::Relaxed) {
+                tracing::debug!("no request within the header read timeout; closing");
+                return;
+            }
+            connection.await
+        }
+    };
+    if let Err(err) = result {
         tracing::debug!(%err, "a connection ended with an error");
     }
 }
