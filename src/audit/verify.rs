@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -27,6 +27,12 @@ use super::chain::entry_hash_of;
 use super::entry::SESSION_END_STEP_TYPE;
 use super::tail::unterminated_tail;
 use super::AuditError;
+
+mod classify;
+mod error;
+
+use classify::classify;
+pub use error::VerifyError;
 
 /// What a successful verification found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,122 +102,6 @@ pub struct TornTail {
     pub offset: u64,
     /// Its length in bytes.
     pub bytes: u64,
-}
-
-/// Why a log failed verification; every variant but `Io` names the 1-based
-/// line where the problem shows.
-#[derive(Debug, thiserror::Error)]
-pub enum VerifyError {
-    /// The file could not be read or repaired.
-    #[error("cannot read audit log {}: {source}", path.display())]
-    Io {
-        /// The log file.
-        path: PathBuf,
-        /// The operating system's reason.
-        source: io::Error,
-    },
-
-    /// A line that is not JSON (and is not a torn final line).
-    #[error("line {line}: not JSON ({source})")]
-    NotJson {
-        /// 1-based line number.
-        line: usize,
-        /// The parser's complaint.
-        source: serde_json::Error,
-    },
-
-    /// JSON that is not a ContextEntry this proxy writes.
-    #[error("line {line}: not an audit entry: {reason}")]
-    Malformed {
-        /// 1-based line number.
-        line: usize,
-        /// What is missing or mistyped.
-        reason: String,
-    },
-
-    /// The entry's content no longer matches its `entry_hash`.
-    #[error("line {line}: entry {entry_id} of session {session_id} was edited (its entry_hash does not match its content)")]
-    Edited {
-        /// 1-based line number.
-        line: usize,
-        /// The entry's session.
-        session_id: String,
-        /// The entry's stored `entry_id`.
-        entry_id: String,
-    },
-
-    /// The session skips entry ids that appear nowhere.
-    #[error("line {line}: session {session_id} has entry {found} where entry {expected} belongs, and entry {expected} is nowhere: entries were deleted")]
-    Deleted {
-        /// 1-based line number.
-        line: usize,
-        /// The session.
-        session_id: String,
-        /// The `entry_id` that should be here.
-        expected: u64,
-        /// The `entry_id` that is here.
-        found: u64,
-    },
-
-    /// An entry repeats an id the session already has elsewhere.
-    #[error("line {line}: session {session_id} already has entry {entry_id}{}: an entry was inserted",
-        other_line.map(|l| format!(" (line {l})")).unwrap_or_default())]
-    Inserted {
-        /// 1-based line number.
-        line: usize,
-        /// The session.
-        session_id: String,
-        /// The repeated `entry_id`.
-        entry_id: u64,
-        /// Where the other entry with this id is, when known.
-        other_line: Option<usize>,
-    },
-
-    /// The expected entry exists, but later in the file.
-    #[error("line {line}: session {session_id} has entry {found} where entry {expected} belongs (entry {expected} is at line {expected_at}): entries were reordered")]
-    Reordered {
-        /// 1-based line number.
-        line: usize,
-        /// The session.
-        session_id: String,
-        /// The `entry_id` that should be here.
-        expected: u64,
-        /// The `entry_id` that is here.
-        found: u64,
-        /// Where the expected entry is.
-        expected_at: usize,
-    },
-
-    /// The entry's `previous_hash` does not name its predecessor: one of the
-    /// two was replaced by a re-hashed forgery.
-    #[error("line {line}: entry {entry_id} of session {session_id} does not link to {}: an entry was replaced",
-        previous_line.map(|l| format!("the entry at line {l}")).unwrap_or_else(|| "nothing (a first entry needs previous_hash null)".into()))]
-    Unlinked {
-        /// 1-based line number.
-        line: usize,
-        /// The session.
-        session_id: String,
-        /// The entry's `entry_id`.
-        entry_id: u64,
-        /// Line of the entry it should link to; `None` for a first entry.
-        previous_line: Option<usize>,
-    },
-}
-
-impl VerifyError {
-    /// The 1-based line the problem shows at, if it is about a line.
-    pub fn line(&self) -> Option<usize> {
-        match self {
-            Self::Io { .. } => None,
-            Self::NotJson { line, .. }
-            | Self::Malformed { line, .. }
-            | Self::Edited { line, .. }
-            | Self::Deleted { line, .. }
-            | Self::Inserted { line, .. }
-            | Self::Reordered { line, .. }
-            | Self::Unlinked { line, .. } => Some(*line),
-        }
-    }
 }
 
 /// Verifies every session chain in the JSONL log at `path`.
@@ -488,74 +378,6 @@ fn check_hash(line: usize, value: &Value, stored: &Stored) -> Result<(), VerifyE
             reason: other.to_string(),
         }),
     }
-}
-
-/// Tells apart why an entry id is out of sequence by looking at where the
-/// session's other entries with the ids involved are.
-fn classify(path: &Path, gap: Gap) -> Result<VerifyError, VerifyError> {
-    let sightings = find_entries(path, &gap.session_id, &[gap.expected, gap.found])?;
-    let elsewhere = |id: u64| {
-        sightings
-            .iter()
-            .filter(move |s| s.entry_id == id && s.line != gap.line)
-    };
-    let copy = elsewhere(gap.found).find(|s| s.entry_hash == gap.entry_hash);
-    let earlier_same_id = elsewhere(gap.found).find(|s| s.line < gap.line);
-    if copy.is_some() || gap.found < gap.expected {
-        let other_line = copy.or(earlier_same_id).map(|s| s.line);
-        return Ok(VerifyError::Inserted {
-            line: gap.line,
-            session_id: gap.session_id,
-            entry_id: gap.found,
-            other_line,
-        });
-    }
-    if let Some(later) = elsewhere(gap.expected).find(|s| s.line > gap.line) {
-        return Ok(VerifyError::Reordered {
-            line: gap.line,
-            session_id: gap.session_id,
-            expected: gap.expected,
-            found: gap.found,
-            expected_at: later.line,
-        });
-    }
-    Ok(VerifyError::Deleted {
-        line: gap.line,
-        session_id: gap.session_id,
-        expected: gap.expected,
-        found: gap.found,
-    })
-}
-
-/// Where an entry of interest sits.
-struct Sighting {
-    line: usize,
-    entry_id: u64,
-    entry_hash: String,
-}
-
-/// Every line of `session_id` whose entry id is one of `ids`; lines that do
-/// not parse are skipped, as the first pass already judged those before.
-fn find_entries(path: &Path, session_id: &str, ids: &[u64]) -> Result<Vec<Sighting>, VerifyError> {
-    let file = File::open(path).map_err(io_error(path))?;
-    let mut sightings = Vec::new();
-    for line in Lines::new(BufReader::new(file)) {
-        let line = line.map_err(io_error(path))?;
-        let Ok(value) = serde_json::from_slice::<Value>(&line.bytes) else {
-            continue;
-        };
-        let Ok(stored) = Stored::parse(line.number, &value) else {
-            continue;
-        };
-        if stored.session_id == session_id && ids.contains(&stored.entry_id) {
-            sightings.push(Sighting {
-                line: line.number,
-                entry_id: stored.entry_id,
-                entry_hash: stored.entry_hash,
-            });
-        }
-    }
-    Ok(sightings)
 }
 
 #[cfg(test)]
