@@ -1,6 +1,7 @@
 //! Sessions for network listeners: each MCP session a listener accepts
-//! gets its own upstream connection (a stdio server is spawned per session,
-//! unless the route shares one) and its own relay and audit chain.
+//! gets its own upstream session (a stdio server is spawned per session,
+//! unless the route shares one; a network route's sessions share its
+//! client and connection pool) and its own relay and audit chain.
 
 use std::sync::Arc;
 
@@ -19,7 +20,7 @@ use crate::metrics::METRICS;
 use crate::session::Direction;
 use crate::transport::downstream::{Downstream, SessionHandle, SessionStarter};
 use crate::transport::shared_child::SharedChildren;
-use crate::transport::upstream::{self, Upstream, UpstreamError};
+use crate::transport::upstream::{self, RouteClients, Upstream, UpstreamError};
 
 /// Starts relay sessions on behalf of network listeners.
 pub struct RelaySessions {
@@ -28,6 +29,8 @@ pub struct RelaySessions {
     audit: AuditLog,
     requests: Arc<RequestBudget>,
     shared: SharedChildren,
+    /// Each network route's client, shared by the route's sessions.
+    routes: RouteClients,
     stop: CancellationToken,
 }
 
@@ -42,6 +45,7 @@ impl RelaySessions {
         Self {
             requests: Arc::new(RequestBudget::new(&config.limits)),
             shared: SharedChildren::default(),
+            routes: RouteClients::default(),
             config,
             guardian,
             audit,
@@ -86,7 +90,9 @@ impl RelaySessions {
         Ok(SessionHandle { done })
     }
 
-    /// The route's own upstream connection, or a hold on its shared child.
+    /// The session's own upstream (a child, or a session with a network
+    /// server through the route's shared client), or a hold on the route's
+    /// shared child.
     async fn connect(&self, config: &UpstreamConfig) -> Result<Upstream, UpstreamError> {
         let limits = &self.config.limits;
         if config.share && config.url.is_none() {
@@ -94,7 +100,13 @@ impl RelaySessions {
                 .shared
                 .connect(config, limits.max_message_bytes, limits.max_in_flight);
         }
-        upstream::connect(config, limits.max_message_bytes, limits.max_in_flight).await
+        upstream::connect_route(
+            config,
+            &self.routes,
+            limits.max_message_bytes,
+            limits.max_in_flight,
+        )
+        .await
     }
 
     /// A session refused before it started gets a chain of its own holding

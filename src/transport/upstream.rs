@@ -9,6 +9,7 @@ use super::child::{ChildError, ChildExit, ChildProcess, ChildUpstream};
 use super::line::LineFrame;
 use super::writer::FrameWriter;
 use crate::config::{UpstreamConfig, UpstreamTransport};
+pub use crate::transport::http::client::route::RouteClients;
 
 /// How an upstream ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,23 +84,37 @@ pub enum UpstreamError {
 }
 
 /// Connects to the upstream `config` describes: spawns its `command`, or
-/// reaches its `url` over the transport it names.
+/// reaches its `url` over the transport it names, with a client of its own.
 pub async fn connect(
     config: &UpstreamConfig,
     max_message_bytes: usize,
     queue: usize,
 ) -> Result<Upstream, UpstreamError> {
-    match config.network_transport() {
-        Some(UpstreamTransport::StreamableHttp) => {
-            return super::http::client::connect(config, max_message_bytes, queue).await
-        }
-        Some(UpstreamTransport::Sse) => {
-            return super::sse::client::connect(config, max_message_bytes, queue).await
-        }
-        Some(UpstreamTransport::Ws) => {
-            return super::ws::client::connect(config, max_message_bytes, queue).await
-        }
-        None => {}
+    connect_route(config, &RouteClients::default(), max_message_bytes, queue).await
+}
+
+/// Like [`connect`], but a network route's client (TLS configuration and
+/// connection pool) is taken from `routes`, shared with the route's other
+/// sessions.
+pub async fn connect_route(
+    config: &UpstreamConfig,
+    routes: &RouteClients,
+    max_message_bytes: usize,
+    queue: usize,
+) -> Result<Upstream, UpstreamError> {
+    if let Some(transport) = config.network_transport() {
+        let route = routes.get(config, transport)?;
+        return match transport {
+            UpstreamTransport::StreamableHttp => {
+                super::http::client::connect(config, route, max_message_bytes, queue).await
+            }
+            UpstreamTransport::Sse => {
+                super::sse::client::connect(config, route, max_message_bytes, queue).await
+            }
+            UpstreamTransport::Ws => {
+                super::ws::client::connect(config, route, max_message_bytes, queue).await
+            }
+        };
     }
     let child = ChildUpstream::spawn(config, max_message_bytes, queue)?;
     let (process, frames, writer, writer_task) = child.into_parts();

@@ -43,7 +43,8 @@
 //!
 //! Parts: `headers` (what each POST carries), `pending` (the requests a
 //! POST waits on), `reply` (answers, and errors in their place), `streams`
-//! (event streams and their resumption), `message` (peeks), `link`, `net`.
+//! (event streams and their resumption), `message` (peeks), `link`, `net`,
+//! `route` (what the sessions of a route share).
 //!
 //! Not done here: the agent's own `Authorization` (`forward_authorization`).
 
@@ -53,6 +54,7 @@ pub(crate) mod message;
 pub(crate) mod net;
 mod pending;
 mod reply;
+pub(crate) mod route;
 mod streams;
 
 use std::collections::HashMap;
@@ -68,8 +70,9 @@ use tokio_util::sync::CancellationToken;
 
 use self::link::{Goodbye, Link, LinkControl};
 use self::message::{id_key, Outgoing};
-use self::net::{describe_reqwest, Target};
+use self::net::describe_reqwest;
 use self::pending::Pending;
+use self::route::RouteClient;
 use crate::config::UpstreamConfig;
 use crate::jsonrpc::RequestId;
 use crate::transport::upstream::{Upstream, UpstreamError};
@@ -104,26 +107,25 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// The largest error body read to look for a JSON-RPC answer in it.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
-/// Connects to a Streamable HTTP MCP server.
+/// Connects to a Streamable HTTP MCP server through its route's shared
+/// client.
 ///
 /// Nothing MCP is sent until the relay writes the agent's first message;
-/// the server is only checked to accept TCP connections, so that a route
-/// to a server that is down fails at once with a clear reason.
+/// the server is only checked to accept TCP connections (unless it just
+/// answered another session), so that a route to a server that is down
+/// fails at once with a clear reason.
 pub async fn connect(
     config: &UpstreamConfig,
+    route: Arc<RouteClient>,
     max_message_bytes: usize,
     queue: usize,
 ) -> Result<Upstream, UpstreamError> {
-    let target = Target::new(config, &["http", "https"])?;
-    let headers = net::configured_headers(config).map_err(|reason| target.error(reason))?;
-    let tls = net::tls_config(config, &target)?;
-    let client = net::http_client(tls, &target)?;
-    net::probe(&target).await?;
+    let headers = net::configured_headers(config).map_err(|reason| route.target.error(reason))?;
+    route.check_reachable().await?;
 
     let (link, frames) = Link::new(queue);
     let client = Arc::new(Client {
-        http: client,
-        target,
+        route,
         headers,
         link: link.clone(),
         max_message_bytes,
@@ -150,10 +152,10 @@ pub async fn connect(
     })
 }
 
-/// One upstream connection.
+/// One upstream session.
 struct Client {
-    http: reqwest::Client,
-    target: Target,
+    /// The route's URL and shared HTTP client.
+    route: Arc<RouteClient>,
     /// The configured headers (values sensitive, never logged).
     headers: HeaderMap,
     link: Arc<Link>,
@@ -261,7 +263,7 @@ impl Client {
         match token {
             Some(token) => token.cancel(),
             None => {
-                tracing::debug!(route = %self.target.route, "cancellation for no request in flight")
+                tracing::debug!(route = %self.route.target.route, "cancellation for no request in flight")
             }
         }
     }
@@ -276,8 +278,9 @@ impl Client {
         mode: Mode,
     ) {
         let send = self
+            .route
             .http
-            .post(self.target.url.clone())
+            .post(self.route.target.url.clone())
             .headers(headers)
             .body(frame)
             .send();
@@ -285,11 +288,12 @@ impl Client {
             response = send => response,
             _ = self.link.closed() => return,
         };
+        self.route.note(&response);
         let response = match response {
             Ok(response) => response,
             Err(err) => {
                 tracing::warn!(
-                    route = %self.target.route,
+                    route = %self.route.target.route,
                     error = %describe_reqwest(err),
                     "a notification or response could not be delivered upstream"
                 );
@@ -303,7 +307,7 @@ impl Client {
         }
         if !status.is_success() {
             tracing::warn!(
-                route = %self.target.route,
+                route = %self.route.target.route,
                 %status,
                 "the upstream refused a notification or response"
             );
@@ -364,12 +368,14 @@ impl Client {
     /// (resumed if it drops), then errors for whatever stayed unanswered.
     async fn request(&self, frame: Bytes, headers: HeaderMap, mode: Mode, pending: &mut Pending) {
         let sent = self
+            .route
             .http
-            .post(self.target.url.clone())
+            .post(self.route.target.url.clone())
             .headers(headers)
             .body(frame)
             .send()
             .await;
+        self.route.note(&sent);
         let response = match sent {
             Ok(response) => response,
             Err(err) => {
@@ -455,20 +461,23 @@ impl Client {
         }
         let headers = self.session_headers(None);
         let delete = self
+            .route
             .http
-            .delete(self.target.url.clone())
+            .delete(self.route.target.url.clone())
             .headers(headers)
             .send();
         match tokio::time::timeout(grace.max(MIN_RETRY), delete).await {
             Ok(Ok(response)) if response.status().is_success() => {}
             Ok(Ok(response)) if response.status() == StatusCode::METHOD_NOT_ALLOWED => {}
             Ok(Ok(response)) => {
-                tracing::debug!(route = %self.target.route, status = %response.status(), "ending the session failed")
+                tracing::debug!(route = %self.route.target.route, status = %response.status(), "ending the session failed")
             }
             Ok(Err(err)) => {
-                tracing::debug!(route = %self.target.route, error = %describe_reqwest(err), "ending the session failed")
+                tracing::debug!(route = %self.route.target.route, error = %describe_reqwest(err), "ending the session failed")
             }
-            Err(_) => tracing::debug!(route = %self.target.route, "ending the session timed out"),
+            Err(_) => {
+                tracing::debug!(route = %self.route.target.route, "ending the session timed out")
+            }
         }
     }
 }

@@ -30,23 +30,24 @@ use crate::jsonrpc::{codes, error_response};
 use crate::transport::http::client::link::{Goodbye, Link, LinkControl};
 use crate::transport::http::client::message::Outgoing;
 use crate::transport::http::client::net::{self, describe_reqwest, Target, CONNECT_TIMEOUT};
+use crate::transport::http::client::route::RouteClient;
 use crate::transport::upstream::{Upstream, UpstreamError};
 use crate::transport::writer::{FrameReceiver, FrameWriter};
 
 /// How long the server may take to name its POST endpoint.
 const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Connects to a legacy HTTP+SSE MCP server: opens the event stream and
-/// waits for its `endpoint` event.
+/// Connects to a legacy HTTP+SSE MCP server through its route's shared
+/// client: opens the event stream and waits for its `endpoint` event.
 pub async fn connect(
     config: &UpstreamConfig,
+    route: Arc<RouteClient>,
     max_message_bytes: usize,
     queue: usize,
 ) -> Result<Upstream, UpstreamError> {
-    let target = Target::new(config, &["http", "https"])?;
+    let target = &route.target;
     let headers = net::configured_headers(config).map_err(|reason| target.error(reason))?;
-    let tls = net::tls_config(config, &target)?;
-    let http = net::http_client(tls, &target)?;
+    let http = route.http.clone();
 
     let mut get_headers = headers.clone();
     get_headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
@@ -81,7 +82,7 @@ pub async fn connect(
     .await
     .unwrap_or_else(|_| Err("the server sent no endpoint event".to_owned()))
     .map_err(|reason: String| target.error(reason))?;
-    let endpoint = resolve_endpoint(&target, &endpoint)?;
+    let endpoint = resolve_endpoint(target, &endpoint)?;
 
     let (link, frames) = Link::new(queue);
     let client = Arc::new(Client {

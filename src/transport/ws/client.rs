@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::UpstreamConfig;
 use crate::transport::http::client::link::{Goodbye, Link, LinkControl};
 use crate::transport::http::client::net::{self, Target, CONNECT_TIMEOUT};
+use crate::transport::http::client::route::RouteClient;
 use crate::transport::upstream::{Upstream, UpstreamError};
 use crate::transport::writer::{FrameReceiver, FrameWriter};
 
@@ -47,16 +48,17 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 type Socket = WebSocketStream<Box<dyn Io>>;
 type Sink = Arc<Mutex<SplitSink<Socket, Message>>>;
 
-/// Connects to a WebSocket MCP server and completes the upgrade.
+/// Connects to a WebSocket MCP server and completes the upgrade (with
+/// the route's shared TLS configuration for `wss://`).
 pub async fn connect(
     config: &UpstreamConfig,
+    route: Arc<RouteClient>,
     max_message_bytes: usize,
     queue: usize,
 ) -> Result<Upstream, UpstreamError> {
-    let target = Target::new(config, &["ws", "wss"])?;
+    let target = &route.target;
     let headers = net::configured_headers(config).map_err(|reason| target.error(reason))?;
-    let tls = net::tls_config(config, &target)?;
-    let stream = open(&target, tls).await?;
+    let stream = open(target, route.tls.clone()).await?;
 
     let mut request = target
         .url
@@ -128,7 +130,10 @@ pub async fn connect(
 }
 
 /// TCP, then TLS for `wss://`.
-async fn open(target: &Target, tls: rustls::ClientConfig) -> Result<Box<dyn Io>, UpstreamError> {
+async fn open(
+    target: &Target,
+    tls: Arc<rustls::ClientConfig>,
+) -> Result<Box<dyn Io>, UpstreamError> {
     let host = target
         .url
         .host_str()
@@ -151,11 +156,9 @@ async fn open(target: &Target, tls: rustls::ClientConfig) -> Result<Box<dyn Io>,
     if !target.is_tls() {
         return Ok(Box::new(tcp));
     }
-    let mut tls = tls;
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
     let name = rustls::pki_types::ServerName::try_from(host)
         .map_err(|err| target.error(format!("invalid server name: {err}")))?;
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(tls));
+    let connector = tokio_rustls::TlsConnector::from(tls);
     match tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(name, tcp)).await {
         Ok(Ok(stream)) => Ok(Box::new(stream)),
         Ok(Err(err)) => Err(target.error(format!("TLS handshake failed: {}", net::describe(&err)))),

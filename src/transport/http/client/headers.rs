@@ -68,7 +68,7 @@ impl Client {
         let (Some("tools/call"), Some(tool)) = (out.method.as_deref(), out.name.as_deref()) else {
             return Vec::new();
         };
-        let Some(annotations) = registry::lookup(&self.target.route, tool) else {
+        let Some(annotations) = registry::lookup(&self.route.target.route, tool) else {
             return Vec::new();
         };
         if annotations.is_empty() {

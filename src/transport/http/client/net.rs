@@ -128,16 +128,18 @@ pub(crate) fn tls_config(
     })
 }
 
-/// An HTTP client for one upstream: the given TLS, no redirects (a
-/// redirect could carry the configured credentials elsewhere), no proxy
-/// from the environment, no overall timeout (tool calls and event streams
-/// last as long as they last).
+/// An HTTP client for one upstream route: the given TLS, HTTP/1.1 only
+/// (see [`route`](super::route)), no redirects (a redirect could carry the
+/// configured credentials elsewhere), no proxy from the environment, no
+/// overall timeout (tool calls and event streams last as long as they
+/// last).
 pub(crate) fn http_client(
     tls: rustls::ClientConfig,
     target: &Target,
 ) -> Result<reqwest::Client, UpstreamError> {
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
+        .http1_only()
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
         .connect_timeout(CONNECT_TIMEOUT)

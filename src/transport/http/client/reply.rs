@@ -77,7 +77,7 @@ impl Client {
     /// Answers every waiting request with an "upstream unavailable" error.
     pub(super) async fn fail(&self, pending: &mut Pending, reason: &str, data: Option<Value>) {
         for (_, id) in pending.requests.drain(..) {
-            tracing::debug!(route = %self.target.route, id = %id, reason, "answering a request the upstream could not");
+            tracing::debug!(route = %self.route.target.route, id = %id, reason, "answering a request the upstream could not");
             let reply =
                 error_response(Some(&id), codes::UPSTREAM_UNAVAILABLE, reason, data.clone());
             if !self.link.emit(reply).await {

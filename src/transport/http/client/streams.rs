@@ -89,12 +89,12 @@ impl Client {
                         );
                     }
                     Ok(response) => tracing::debug!(
-                        route = %self.target.route,
+                        route = %self.route.target.route,
                         status = %response.status(),
                         "resuming a response stream failed"
                     ),
                     Err(err) => tracing::debug!(
-                        route = %self.target.route,
+                        route = %self.route.target.route,
                         error = %describe_reqwest(err),
                         "resuming a response stream failed"
                     ),
@@ -118,12 +118,12 @@ impl Client {
                     match self.read_events(response, &mut cursor, &mut none).await {
                         StreamEnd::Closed => return,
                         end => {
-                            tracing::debug!(route = %self.target.route, ?end, "the standalone stream ended; reopening it")
+                            tracing::debug!(route = %self.route.target.route, ?end, "the standalone stream ended; reopening it")
                         }
                     }
                 }
                 Ok(response) if response.status() == StatusCode::METHOD_NOT_ALLOWED => {
-                    tracing::debug!(route = %self.target.route, "the upstream offers no standalone stream");
+                    tracing::debug!(route = %self.route.target.route, "the upstream offers no standalone stream");
                     return;
                 }
                 Ok(response) if self.session_gone(&response) => {
@@ -132,15 +132,15 @@ impl Client {
                 }
                 Ok(response) => {
                     failures += 1;
-                    tracing::warn!(route = %self.target.route, status = %response.status(), "opening the standalone stream failed");
+                    tracing::warn!(route = %self.route.target.route, status = %response.status(), "opening the standalone stream failed");
                 }
                 Err(err) => {
                     failures += 1;
-                    tracing::warn!(route = %self.target.route, error = %describe_reqwest(err), "opening the standalone stream failed");
+                    tracing::warn!(route = %self.route.target.route, error = %describe_reqwest(err), "opening the standalone stream failed");
                 }
             }
             if failures >= MAX_LISTEN_FAILURES {
-                tracing::warn!(route = %self.target.route, "giving up the standalone stream; server-initiated messages arrive only with responses");
+                tracing::warn!(route = %self.route.target.route, "giving up the standalone stream; server-initiated messages arrive only with responses");
                 return;
             }
             tokio::time::sleep(cursor.delay(failures)).await;
@@ -164,8 +164,9 @@ impl Client {
         if let Some(id) = last_event_id.and_then(|id| HeaderValue::from_str(id).ok()) {
             headers.insert(LAST_EVENT_ID, id);
         }
-        self.http
-            .get(self.target.url.clone())
+        self.route
+            .http
+            .get(self.route.target.url.clone())
             .headers(headers)
             .send()
             .await
@@ -197,7 +198,7 @@ impl Client {
                     cursor.retry = Some(Duration::from_millis(retry));
                 }
                 if !event.is_message() {
-                    tracing::debug!(route = %self.target.route, event = ?event.event, "ignored an event that is not a message");
+                    tracing::debug!(route = %self.route.target.route, event = ?event.event, "ignored an event that is not a message");
                     continue;
                 }
                 if event.oversized {

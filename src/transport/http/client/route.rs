@@ -1,0 +1,189 @@
+//! What every session of one network route shares: the parsed URL, the TLS
+//! configuration and the HTTP client with its connection pool.
+//!
+//! Building a rustls configuration (with the public root store) and a
+//! `reqwest::Client` per session cost tens of KB each, and a client of its
+//! own kept one idle upstream connection per session. Sessions of a
+//! Streamable HTTP server are told apart by `Mcp-Session-Id`, not by
+//! connection, so every session of a route posts through one client and
+//! its pool. The configured headers are not part of it: they go on each
+//! request, since a session may add its own.
+//!
+//! The shared client speaks HTTP/1.1 only, even over TLS: one HTTP/2
+//! connection would carry every session's long-lived GET stream, and a
+//! server's limit on concurrent streams (often 100 to 250) would then
+//! stall the route's other requests. Over HTTP/1.1 each exchange in flight
+//! has a pooled connection of its own, and idle ones are reused.
+//!
+//! A route to a server that is down should fail when the session starts,
+//! with a clear reason, rather than on its first message. Checking that
+//! with a TCP connection per session is wasted work while the route's
+//! sessions are being answered, so the check is skipped when the server
+//! answered within [`REACHED_RECENTLY`], and made again after any request
+//! could not reach it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::net::{self, Target};
+use crate::config::{UpstreamConfig, UpstreamTransport};
+use crate::transport::upstream::UpstreamError;
+
+/// How recent an answer from the server must be to skip the TCP check
+/// when a session starts.
+pub(crate) const REACHED_RECENTLY: Duration = Duration::from_secs(2);
+
+/// The client side of one network route, shared by its sessions (cheap
+/// to clone behind an [`Arc`]).
+pub struct RouteClient {
+    /// The route's URL.
+    pub(crate) target: Target,
+    /// Streamable HTTP and HTTP+SSE: the client and its connection pool.
+    pub(crate) http: reqwest::Client,
+    /// WebSocket: the TLS configuration for `wss://` (ALPN HTTP/1.1, which
+    /// the upgrade needs; the HTTP client has a copy).
+    pub(crate) tls: Arc<rustls::ClientConfig>,
+    /// When the client was built: the origin of `reached_ms`.
+    born: Instant,
+    /// When the server last answered anything, in ms after `born` plus
+    /// one; 0 when it has not since the last failure (an atomic, since
+    /// every request of every session of the route sets it).
+    reached_ms: AtomicU64,
+}
+
+impl RouteClient {
+    /// Builds the client for `config`'s URL over `transport`.
+    pub(crate) fn new(
+        config: &UpstreamConfig,
+        transport: UpstreamTransport,
+    ) -> Result<Self, UpstreamError> {
+        let schemes: &[&str] = match transport {
+            UpstreamTransport::Ws => &["ws", "wss"],
+            UpstreamTransport::StreamableHttp | UpstreamTransport::Sse => &["http", "https"],
+        };
+        let target = Target::new(config, schemes)?;
+        let mut tls = net::tls_config(config, &target)?;
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let http = net::http_client(tls.clone(), &target)?;
+        Ok(Self {
+            target,
+            http,
+            tls: Arc::new(tls),
+            born: Instant::now(),
+            reached_ms: AtomicU64::new(0),
+        })
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.born.elapsed().as_millis())
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1)
+    }
+
+    /// Fails with the reason when the server does not accept TCP
+    /// connections, unless it answered within [`REACHED_RECENTLY`].
+    pub(crate) async fn check_reachable(&self) -> Result<(), UpstreamError> {
+        let reached = self.reached_ms.load(Ordering::Relaxed);
+        let recent = reached != 0
+            && self.now_ms().saturating_sub(reached) < REACHED_RECENTLY.as_millis() as u64;
+        if recent {
+            return Ok(());
+        }
+        net::probe(&self.target).await?;
+        self.mark_reached();
+        Ok(())
+    }
+
+    /// The server answered (whatever the status).
+    pub(crate) fn mark_reached(&self) {
+        self.reached_ms.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    /// A request could not reach the server: the next session checks again.
+    pub(crate) fn mark_unreached(&self) {
+        self.reached_ms.store(0, Ordering::Relaxed);
+    }
+
+    /// Records the outcome of sending one request.
+    pub(crate) fn note<T>(&self, sent: &Result<T, reqwest::Error>) {
+        match sent {
+            Ok(_) => self.mark_reached(),
+            Err(_) => self.mark_unreached(),
+        }
+    }
+}
+
+/// The clients of every network route, each built when its first session
+/// starts and kept for the life of the process (routes are fixed by the
+/// configuration).
+#[derive(Default)]
+pub struct RouteClients {
+    routes: Mutex<HashMap<String, Arc<RouteClient>>>,
+}
+
+impl RouteClients {
+    /// The client of `config`'s route, built on first use. A failure is
+    /// not kept: the next session tries again (and reports it again).
+    pub(crate) fn get(
+        &self,
+        config: &UpstreamConfig,
+        transport: UpstreamTransport,
+    ) -> Result<Arc<RouteClient>, UpstreamError> {
+        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(client) = routes.get(&config.name) {
+            return Ok(client.clone());
+        }
+        let client = Arc::new(RouteClient::new(config, transport)?);
+        routes.insert(config.name.clone(), client.clone());
+        Ok(client)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(name: &str, url: &str) -> UpstreamConfig {
+        let mut config = UpstreamConfig::for_command(vec![]);
+        config.name = name.into();
+        config.url = Some(url.into());
+        config
+    }
+
+    #[test]
+    fn sessions_of_a_route_share_one_client() {
+        let clients = RouteClients::default();
+        let http = UpstreamTransport::StreamableHttp;
+        let a = clients.get(&config("a", "http://127.0.0.1:9/mcp"), http);
+        let again = clients.get(&config("a", "http://127.0.0.1:9/mcp"), http);
+        let b = clients.get(&config("b", "http://127.0.0.1:9/mcp"), http);
+        let (a, again, b) = (a.unwrap(), again.unwrap(), b.unwrap());
+        assert!(Arc::ptr_eq(&a, &again));
+        assert!(!Arc::ptr_eq(&a, &b));
+    }
+
+    #[test]
+    fn a_failed_build_is_not_kept() {
+        let clients = RouteClients::default();
+        let http = UpstreamTransport::StreamableHttp;
+        assert!(clients.get(&config("a", "ftp://x/"), http).is_err());
+        assert!(clients.get(&config("a", "http://x/"), http).is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_recent_answer_skips_the_check_and_a_failure_brings_it_back() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        let route = RouteClient::new(&config("a", &url), UpstreamTransport::StreamableHttp);
+        let route = route.unwrap();
+        assert!(route.check_reachable().await.is_err());
+        route.mark_reached();
+        assert!(route.check_reachable().await.is_ok());
+        route.mark_unreached();
+        assert!(route.check_reachable().await.is_err());
+    }
+}
