@@ -27,7 +27,7 @@ pub fn now_rfc3339() -> String {
 }
 
 /// `params.metadata.platform`.
-const PLATFORM: &str = "acs-proxy";
+pub const PLATFORM: &str = "acs-proxy";
 
 /// `params.metadata`: who the agent is and which session this is. Guardians
 /// key policy on these, so every field the proxy knows is filled.

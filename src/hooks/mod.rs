@@ -13,7 +13,7 @@ pub mod lifecycle;
 pub mod mcp;
 pub mod tool_call;
 
-pub use envelope::{now_rfc3339, HookRequest, Metadata, ACS_VERSION};
+pub use envelope::{now_rfc3339, HookRequest, Metadata, ACS_VERSION, PLATFORM};
 
 use crate::config::ToolsCallHooks;
 

@@ -18,11 +18,13 @@
 //! Checked against the agt-go envelope vectors and the Python adapters'
 //! known-answer test (`tests/vectors/`).
 
+mod mac_sink;
 mod secret;
 mod session_key;
 mod sign;
 mod verify;
 
+pub use mac_sink::MacSink;
 pub use secret::{SecretError, SigningSecret, MIN_SECRET_BYTES};
 pub use session_key::SessionKey;
 pub use sign::{sign_request, sign_response, SigningError};
@@ -30,22 +32,53 @@ pub use verify::{verify_response, SignatureError};
 
 use serde_json::Value;
 
-use crate::jcs::{canonical_bytes, JcsError};
+use crate::jcs::{self, JcsError, Sink};
 
 /// The baseline algorithm, spelled as in the §10.1 registry. It is the only
 /// one this module signs with or verifies.
 pub const HMAC_SHA256: &str = "HMAC-SHA256";
 
-/// The signed input of §10: JCS of `envelope` without `member.signature`.
+/// Streams the signed input of §10 into `sink`: JCS of `envelope` without
+/// `member.signature`.
 ///
-/// Works on a copy because the caller's envelope must keep (or is about to
-/// receive) its signature.
-fn signed_input(envelope: &Value, member: &str) -> Result<Vec<u8>, JcsError> {
-    let mut unsigned = envelope.clone();
-    if let Some(container) = unsigned.get_mut(member).and_then(Value::as_object_mut) {
-        container.remove("signature");
+/// Written straight from the envelope, without the copy that removing the
+/// signature would need, because it runs for every request signed and
+/// every answer verified. Anything that is not an object with an object
+/// `member` is canonicalized whole, as there is no signature to leave out.
+pub fn write_signed_input<S: Sink>(
+    sink: &mut S,
+    envelope: &Value,
+    member: &str,
+) -> Result<(), JcsError> {
+    let Value::Object(members) = envelope else {
+        return jcs::write_value(sink, envelope);
+    };
+    let mut entries: Vec<(&String, &Value)> = members.iter().collect();
+    entries.sort_unstable_by(|(a, _), (b, _)| jcs::key_order(a, b));
+    sink.put(b"{");
+    for (index, (key, value)) in entries.into_iter().enumerate() {
+        if index > 0 {
+            sink.put(b",");
+        }
+        jcs::write_str(sink, key);
+        sink.put(b":");
+        match value {
+            Value::Object(inner) if key.as_str() == member => {
+                jcs::write_object_without(sink, inner, &["signature"])?;
+            }
+            _ => jcs::write_value(sink, value)?,
+        }
     }
-    canonical_bytes(&unsigned)
+    sink.put(b"}");
+    Ok(())
+}
+
+/// The signed input as bytes, for comparison with published vectors.
+#[cfg(test)]
+fn signed_input(envelope: &Value, member: &str) -> Result<Vec<u8>, JcsError> {
+    let mut bytes = Vec::new();
+    write_signed_input(&mut bytes, envelope, member)?;
+    Ok(bytes)
 }
 
 /// Which member of a JSON-RPC response carries its signature: `error` for

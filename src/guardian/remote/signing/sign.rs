@@ -3,10 +3,9 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use hmac::Mac;
 use serde_json::{json, Value};
 
-use super::{response_member, signed_input, SessionKey, HMAC_SHA256};
+use super::{response_member, write_signed_input, MacSink, SessionKey, HMAC_SHA256};
 use crate::jcs::JcsError;
 
 /// Why an envelope could not be signed.
@@ -58,8 +57,9 @@ fn sign_member(
     if !envelope.get(member).is_some_and(Value::is_object) {
         return Err(SigningError::NoSignedMember(member));
     }
-    let input = signed_input(envelope, member)?;
-    let tag = key.mac().chain_update(&input).finalize().into_bytes();
+    let mut mac = MacSink::new(key);
+    write_signed_input(&mut mac, envelope, member)?;
+    let tag = mac.finalize();
     let signature = json!({
         "algorithm": HMAC_SHA256,
         "value": STANDARD.encode(tag),

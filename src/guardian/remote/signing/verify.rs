@@ -3,10 +3,9 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use hmac::Mac;
 use serde_json::{Map, Value};
 
-use super::{response_member, signed_input, SessionKey, HMAC_SHA256};
+use super::{response_member, write_signed_input, MacSink, SessionKey, HMAC_SHA256};
 
 /// Why a response's signature was not accepted. Every variant means "not
 /// authenticated"; the caller decides what that means for the session.
@@ -49,12 +48,14 @@ pub fn verify_response(response: &Value, key: &SessionKey) -> Result<(), Signatu
         None | Some(Value::Null) => return Err(SignatureError::Missing),
         Some(signature) => parse_signature(signature)?,
     };
-    let input = signed_input(response, member)
+    let mut mac = MacSink::new(key);
+    write_signed_input(&mut mac, response, member)
         .map_err(|_| SignatureError::Malformed("the response has no RFC 8785 canonical form"))?;
-    key.mac()
-        .chain_update(&input)
-        .verify_slice(&tag)
-        .map_err(|_| SignatureError::Invalid)
+    if mac.verify(&tag) {
+        Ok(())
+    } else {
+        Err(SignatureError::Invalid)
+    }
 }
 
 /// The decoded MAC of a `{algorithm, value, key_id}` signature object.
