@@ -23,7 +23,7 @@ pub fn entry_hash(entry: &ContextEntry) -> Result<String, AuditError> {
         Some(hex_digest) => Some(decode_previous(hex_digest)?),
         None => None,
     };
-    Ok(hex::encode(linked_hash(entry, previous.as_ref())?))
+    Ok(jcs::hex_lower(&linked_hash(entry, previous.as_ref())?))
 }
 
 /// The raw §8.2 digest of `entry` given the previous entry's raw digest, as

@@ -3,28 +3,14 @@
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
-use time::format_description::FormatItem;
-use time::macros::format_description;
-use time::OffsetDateTime;
 use uuid::fmt::Hyphenated;
 use uuid::Uuid;
 
+use super::clock::now_rfc3339;
 use crate::jcs::{self, HashSink, JcsError, Sink};
 
 /// The ACS version this proxy speaks.
 pub const ACS_VERSION: &str = "0.1.0";
-
-/// RFC 3339, UTC, millisecond precision: fixed width so that hashed entries
-/// are reproducible byte for byte.
-const TIMESTAMP: &[FormatItem<'static>] =
-    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
-
-/// The current time as an RFC 3339 UTC timestamp with milliseconds.
-pub fn now_rfc3339() -> String {
-    OffsetDateTime::now_utc()
-        .format(TIMESTAMP)
-        .unwrap_or_else(|_| "1970-01-01T00:00:00.000Z".to_owned())
-}
 
 /// `params.metadata.platform`.
 pub const PLATFORM: &str = "acs-proxy";
@@ -170,16 +156,6 @@ impl HookRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timestamp_is_fixed_width_rfc3339() {
-        let ts = now_rfc3339();
-        assert_eq!(ts.len(), "2026-12-02T11:15:05.123Z".len(), "{ts}");
-        assert!(
-            time::OffsetDateTime::parse(&ts, &time::format_description::well_known::Rfc3339)
-                .is_ok()
-        );
-    }
 
     #[test]
     fn params_digest_is_the_digest_of_params() {

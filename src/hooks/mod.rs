@@ -8,12 +8,14 @@
 //! `agbom/snapshot` / `agbom/changed`. Nothing here talks to the network.
 
 pub mod agbom;
+mod clock;
 mod envelope;
 pub mod lifecycle;
 pub mod mcp;
 pub mod tool_call;
 
-pub use envelope::{now_rfc3339, HookRequest, Metadata, ACS_VERSION, PLATFORM};
+pub use clock::now_rfc3339;
+pub use envelope::{HookRequest, Metadata, ACS_VERSION, PLATFORM};
 
 use crate::config::ToolsCallHooks;
 
