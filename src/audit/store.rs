@@ -20,8 +20,9 @@ use super::tail::unterminated_tail;
 use super::writer::{Command, Writer};
 use super::AuditError;
 
-/// Entries that may wait for the writer before appenders are held back.
-const QUEUE_CAPACITY: usize = 1024;
+/// Entries that may wait for the writer before appenders are held back:
+/// room for several group-commit windows at full appending speed.
+const QUEUE_CAPACITY: usize = 4096;
 
 /// Handle to the audit log; clone it freely.
 #[derive(Debug, Clone)]
