@@ -249,6 +249,29 @@ mod tests {
         }
     }
 
+    /// The hot-path property: in `batch` and `never` mode an append is
+    /// acknowledged without touching the disk. On this one-thread runtime
+    /// the writer cannot run while the appender does, so every append
+    /// below completes with the file still empty; the group commit writes
+    /// all of them afterwards in one round.
+    #[tokio::test]
+    async fn batch_and_never_appends_never_wait_for_the_disk() {
+        for fsync in [FsyncMode::Batch, FsyncMode::Never] {
+            let dir = tempfile::tempdir().unwrap();
+            let settings = settings(&dir, fsync);
+            let log = AuditLog::open(&settings).unwrap();
+            let chain = log.session("s");
+            for step in 0..50 {
+                let record = AuditRecord::new(format!("r{step}"), "steps/toolCallRequest");
+                chain.append(record).await.unwrap();
+            }
+            let written = std::fs::metadata(&settings.path).unwrap().len();
+            assert_eq!(written, 0, "{fsync:?}: an append waited for a write");
+            log.flush().await.unwrap();
+            assert_eq!(verify_file(&settings.path).unwrap().entries, 50);
+        }
+    }
+
     #[tokio::test]
     async fn missing_directory_is_named_at_open() {
         let dir = tempfile::tempdir().unwrap();

@@ -79,13 +79,12 @@ impl Drop for DropGuard {
     }
 }
 
-struct BodyState {
-    first: VecDeque<Bytes>,
-    live: BoxStream<'static, Bytes>,
-    kick: CancellationToken,
-    keep_alive: tokio::time::Interval,
-    _guard: DropGuard,
-}
+/// How long the SSE response to a POST waits for its first event before
+/// its headers go out alone. Most requests are answered well within it, and
+/// then the headers, the answer and the end of the stream leave in one
+/// write instead of three; a slow tool call still gets its headers (and the
+/// client's stream timeouts) after this long.
+pub(crate) const FIRST_EVENT_WAIT: Duration = Duration::from_millis(50);
 
 /// An SSE body: `first`, then `live` until it ends or `kick` fires.
 pub(crate) fn body(
@@ -94,6 +93,41 @@ pub(crate) fn body(
     kick: CancellationToken,
     guard: DropGuard,
 ) -> Body {
+    Body::from_stream(chunks(first, live, kick, guard))
+}
+
+/// [`body`], returned once its first chunk is ready or [`FIRST_EVENT_WAIT`]
+/// has passed, whichever comes first, so hyper can send that chunk with
+/// the response headers.
+pub(crate) async fn body_after_first(
+    first: Vec<Bytes>,
+    live: BoxStream<'static, Bytes>,
+    kick: CancellationToken,
+    guard: DropGuard,
+) -> Body {
+    let mut stream = chunks(first, live, kick, guard);
+    match tokio::time::timeout(FIRST_EVENT_WAIT, stream.next()).await {
+        Ok(Some(chunk)) => Body::from_stream(futures_util::stream::iter([chunk]).chain(stream)),
+        // Ended before sending anything; the stream must not be polled again.
+        Ok(None) => Body::empty(),
+        Err(_) => Body::from_stream(stream),
+    }
+}
+
+struct BodyState {
+    first: VecDeque<Bytes>,
+    live: BoxStream<'static, Bytes>,
+    kick: CancellationToken,
+    keep_alive: tokio::time::Interval,
+    _guard: DropGuard,
+}
+
+fn chunks(
+    first: Vec<Bytes>,
+    live: BoxStream<'static, Bytes>,
+    kick: CancellationToken,
+    guard: DropGuard,
+) -> BoxStream<'static, Result<Bytes, Infallible>> {
     let state = BodyState {
         first: first.into(),
         live,
@@ -101,7 +135,7 @@ pub(crate) fn body(
         keep_alive: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
         _guard: guard,
     };
-    let stream = futures_util::stream::unfold(state, |mut state| async move {
+    futures_util::stream::unfold(state, |mut state| async move {
         if let Some(chunk) = state.first.pop_front() {
             return Some((Ok::<_, Infallible>(chunk), state));
         }
@@ -111,8 +145,8 @@ pub(crate) fn body(
             _ = state.kick.cancelled() => None,
             _ = state.keep_alive.tick() => Some((Ok(Bytes::from_static(b": keep-alive\n\n")), state)),
         }
-    });
-    Body::from_stream(stream)
+    })
+    .boxed()
 }
 
 /// A `200 text/event-stream` response, with the session id when given.

@@ -277,7 +277,7 @@ async fn deliver(
     }
     match opened {
         Opened::Sse(attachment) => {
-            let body = session.sse_body(attachment);
+            let body = session.post_sse_body(attachment).await;
             events::response(body, Some(&session.id))
         }
         Opened::Json { stream, reply } => {

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
@@ -119,6 +120,30 @@ impl HttpSession {
     /// session's streams. When it goes away with requests unanswered, they
     /// are cancelled unless the client resumes in time.
     pub(crate) fn sse_body(self: &Arc<Self>, attachment: Attachment) -> axum::body::Body {
+        let (first, live, kick, guard) = self.sse_parts(attachment);
+        events::body(first, live, kick, guard)
+    }
+
+    /// [`Self::sse_body`] for the answer to a POST: returned once its first
+    /// event is ready (or [`events::FIRST_EVENT_WAIT`] passed), so the
+    /// headers and a quick answer leave together.
+    pub(crate) async fn post_sse_body(
+        self: &Arc<Self>,
+        attachment: Attachment,
+    ) -> axum::body::Body {
+        let (first, live, kick, guard) = self.sse_parts(attachment);
+        events::body_after_first(first, live, kick, guard).await
+    }
+
+    fn sse_parts(
+        self: &Arc<Self>,
+        attachment: Attachment,
+    ) -> (
+        Vec<Bytes>,
+        BoxStream<'static, Bytes>,
+        CancellationToken,
+        DropGuard,
+    ) {
         let Attachment {
             stream,
             generation,
@@ -136,7 +161,7 @@ impl HttpSession {
         };
         let session = self.clone();
         let guard = DropGuard::new(move || session.detached(stream, generation, ABANDON_GRACE));
-        events::body(first, live, kick, guard)
+        (first, live, kick, guard)
     }
 
     /// A guard for a JSON-mode POST: if the client goes away before the
