@@ -11,6 +11,7 @@
 //! same bytes as the generic path over the entry's JSON.
 
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 
 use super::entry::ContextEntry;
 use super::AuditError;
@@ -38,6 +39,39 @@ pub(crate) fn linked_hash(
         sink.put(previous);
     }
     Ok(sink.finalize())
+}
+
+/// The entry's JSONL line (newline included) and its §8.2 `entry_hash`,
+/// from one canonical pass: the content is written once, in canonical
+/// member order, hashed as it stands, and then becomes the line by gaining
+/// the two chain members. The stored line is thus the hashed bytes plus
+/// `entry_hash` and `previous_hash`, which every reader parses as JSON.
+pub(crate) fn hashed_line(entry: &ContextEntry) -> Result<(String, Vec<u8>), AuditError> {
+    let previous = match &entry.previous_hash {
+        Some(hex_digest) => Some(decode_previous(hex_digest)?),
+        None => None,
+    };
+    // Typical entries are 500-700 bytes; sizing up front saves regrowing.
+    let mut line = Vec::with_capacity(1024);
+    write_content(&mut line, entry)?;
+    let mut hasher = Sha256::new();
+    hasher.update(&line);
+    if let Some(previous) = &previous {
+        hasher.update(previous);
+    }
+    let hash = jcs::hex_lower(&hasher.finalize());
+    // The content always has members (entry_id, …), so it ends in `}`
+    // preceded by a member: replace the brace with a comma.
+    line.pop();
+    line.extend_from_slice(b",\"entry_hash\":\"");
+    line.extend_from_slice(hash.as_bytes());
+    line.extend_from_slice(b"\",\"previous_hash\":");
+    match &entry.previous_hash {
+        Some(previous) => jcs::write_str(&mut line, previous),
+        None => line.extend_from_slice(b"null"),
+    }
+    line.extend_from_slice(b"}\n");
+    Ok((hash, line))
 }
 
 /// Computes the §8.2 `entry_hash` of a ContextEntry given as JSON.
@@ -345,6 +379,35 @@ mod tests {
                 entry_hash(&entry).unwrap(),
                 entry_hash_of(&Value::Object(members)).unwrap()
             );
+        }
+    }
+
+    /// The line written to the log parses to the entry's own JSON, and
+    /// its stored hash is what a verifier computes over it.
+    #[test]
+    fn hashed_line_is_the_entry_with_its_hash() {
+        let root = super::super::AuditRecord::new("r-\"1\"", "steps/toolCallRequest")
+            .request_hash("9f2c")
+            .reasoning("line\nbreak é")
+            .mcp_id(serde_json::json!(7))
+            .hook_params(serde_json::json!({"z": [1.5, true], "a": null}))
+            .into_entry("s", 1, "2026-12-02T11:15:05.123Z".into(), None);
+        let mut linked = super::super::AuditRecord::new("r-2", "enforcement").into_entry(
+            "s",
+            2,
+            "t".into(),
+            None,
+        );
+        let (root_hash, _) = hashed_line(&root).unwrap();
+        linked.previous_hash = Some(root_hash);
+        for mut entry in [root, linked] {
+            let (hash, line) = hashed_line(&entry).unwrap();
+            assert!(line.ends_with(b"}\n"));
+            assert_eq!(hash, entry_hash(&entry).unwrap());
+            entry.entry_hash = hash.clone();
+            let stored: Value = serde_json::from_slice(&line).unwrap();
+            assert_eq!(stored, serde_json::to_value(&entry).unwrap());
+            assert_eq!(entry_hash_of(&stored).unwrap(), hash);
         }
     }
 

@@ -2,13 +2,15 @@
 //!
 //! The ACS members come first (`entry_id`, `step_id`, `step_type`,
 //! `session_id`, `timestamp`, `request_hash`), then what the proxy adds
-//! about the decision and what it did, then the chain members. Field order
-//! only matters to human readers: hashing uses the canonical (sorted) form.
+//! about the decision and what it did, then the chain members. That is the
+//! order serde writes; the log itself stores each entry as its canonical
+//! (sorted) content followed by the chain members, the bytes it hashed
+//! (see `chain::hashed_line`). Readers parse lines as JSON, so member order
+//! carries no meaning.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::AuditError;
 use crate::enforce::Action;
 use crate::guardian::DecisionSource;
 use crate::session::Direction;
@@ -91,19 +93,6 @@ pub struct ContextEntry {
     pub previous_hash: Option<String>,
     /// ACS §8.2 hash of this entry, linked to `previous_hash`.
     pub entry_hash: String,
-}
-
-impl ContextEntry {
-    /// Serializes the entry as one JSONL line, newline included, so the
-    /// writer can append it with a single write.
-    pub(crate) fn to_json_line(&self) -> Result<Vec<u8>, AuditError> {
-        // Typical entries are 500-700 bytes; sizing up front saves the
-        // reallocations of growing from empty.
-        let mut line = Vec::with_capacity(1024);
-        serde_json::to_writer(&mut line, self)?;
-        line.push(b'\n');
-        Ok(line)
-    }
 }
 
 #[cfg(test)]

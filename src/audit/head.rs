@@ -5,7 +5,7 @@
 //! previous hash) is plain synchronous code that runs under a lock and that
 //! tests can drive without a file.
 
-use super::chain::entry_hash;
+use super::chain::hashed_line;
 use super::entry::ContextEntry;
 use super::record::AuditRecord;
 use super::AuditError;
@@ -66,8 +66,8 @@ impl ChainHead {
     ) -> Result<Linked, AuditError> {
         let entry_id = self.tip.entry_id + 1;
         let mut entry = record.into_entry(session_id, entry_id, timestamp, self.tip.hash.clone());
-        entry.entry_hash = entry_hash(&entry)?;
-        let line = entry.to_json_line()?;
+        let (hash, line) = hashed_line(&entry)?;
+        entry.entry_hash = hash;
         self.tip = Tip {
             entry_id,
             hash: Some(entry.entry_hash.clone()),
@@ -93,6 +93,7 @@ pub(crate) struct Linked {
 
 #[cfg(test)]
 mod tests {
+    use super::super::chain::entry_hash;
     use super::*;
 
     #[test]
