@@ -11,7 +11,9 @@ use serde_json::{json, Value};
 use support::faults::{misbehaving_config, server_received, wait_for_metric};
 use support::free_port;
 use support::mcp_http::{client, read_reply, McpHttp};
-use support::{audit_chains, listen_section, tool_call, NetProxy, Proxy, Scratch, WAIT};
+use support::{
+    audit_chains, audit_chains_once, listen_section, tool_call, NetProxy, Proxy, Scratch, WAIT,
+};
 
 const SESSIONS_ACTIVE: &str = "acs_proxy_sessions_active";
 
@@ -97,7 +99,7 @@ async fn over_http_a_dropped_connection_cancels_upstream_and_the_session_does_no
     // Nobody comes back: the session expires, its chain is sealed and the
     // gauge goes back to zero.
     wait_for_metric(metrics, SESSIONS_ACTIVE, "route=\"demo\"", 0.0);
-    let chains = audit_chains(&scratch);
+    let chains = audit_chains_once(&scratch, |chains| chains.iter().all(|(_, sealed)| *sealed));
     assert_eq!(chains.len(), 1);
     assert!(chains[0].1, "the chain was not sealed: {chains:?}");
     let entries = scratch.audit_entries();

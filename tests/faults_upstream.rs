@@ -13,7 +13,8 @@ use support::faults::{
 };
 use support::mcp_http::{client, McpHttp};
 use support::{
-    audit_chains, free_port, listen_section, rss_kib, tool_call, NetProxy, Proxy, Scratch, WAIT,
+    audit_chains, audit_chains_once, free_port, listen_section, rss_kib, tool_call, NetProxy,
+    Proxy, Scratch, WAIT,
 };
 
 const UPSTREAM_ERRORS: &str = "acs_proxy_upstream_errors_total";
@@ -111,7 +112,7 @@ async fn over_http_a_server_exiting_ends_only_its_own_session() {
         1.0,
     );
     wait_for_metric(metrics, "acs_proxy_sessions_active", "route=\"demo\"", 1.0);
-    let sealed = audit_chains(&scratch);
+    let sealed = audit_chains_once(&scratch, |chains| chains.iter().any(|(_, sealed)| *sealed));
     assert_eq!(
         sealed.iter().filter(|(_, sealed)| *sealed).count(),
         1,

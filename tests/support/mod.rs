@@ -578,6 +578,23 @@ pub fn audit_chains(scratch: &Scratch) -> Vec<(String, bool)> {
         .collect()
 }
 
+/// [`audit_chains`] once `done` holds for them. With `fsync = "batch"`
+/// an entry reaches the file within the writer's group-commit window, so
+/// a test that reads the log while the proxy runs waits for it.
+pub fn audit_chains_once(
+    scratch: &Scratch,
+    done: impl Fn(&[(String, bool)]) -> bool,
+) -> Vec<(String, bool)> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let chains = audit_chains(scratch);
+        if done(&chains) || Instant::now() >= deadline {
+            return chains;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// `session_id` prefix of the listener's edge chain.
 pub const EDGE_CHAIN_PREFIX: &str = "edge-";
 
