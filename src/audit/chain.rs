@@ -6,9 +6,10 @@
 //! once, over plain JSON, and checked against the published vectors.
 //!
 //! Entries this proxy makes are hashed straight from the typed
-//! [`ContextEntry`]: its members are written in canonical order into the
-//! hasher, with no JSON tree in between. A test pins that this gives the
-//! same bytes as the generic path over the entry's JSON.
+//! [`ContextEntry`]: its members are written in canonical order, with no
+//! JSON tree in between, into a buffer that is hashed and then becomes the
+//! log line ([`hashed_line`]). Tests pin that this gives the same bytes as
+//! the generic path over the entry's JSON.
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -18,27 +19,20 @@ use super::AuditError;
 use crate::jcs::{self, HashSink, JcsError, Sink};
 
 /// Computes the §8.2 `entry_hash` of `entry` from its content and its
-/// `previous_hash` (the stored `entry_hash` is ignored).
+/// `previous_hash` (the stored `entry_hash` is ignored), streamed into the
+/// hasher. Linking uses [`hashed_line`], which also keeps the bytes for
+/// the log line; this independent path is what tests check it against.
 pub fn entry_hash(entry: &ContextEntry) -> Result<String, AuditError> {
     let previous = match &entry.previous_hash {
         Some(hex_digest) => Some(decode_previous(hex_digest)?),
         None => None,
     };
-    Ok(jcs::hex_lower(&linked_hash(entry, previous.as_ref())?))
-}
-
-/// The raw §8.2 digest of `entry` given the previous entry's raw digest, as
-/// the chain head keeps it, so linking never parses hex.
-pub(crate) fn linked_hash(
-    entry: &ContextEntry,
-    previous: Option<&[u8; 32]>,
-) -> Result<[u8; 32], AuditError> {
     let mut sink = HashSink::default();
     write_content(&mut sink, entry)?;
-    if let Some(previous) = previous {
+    if let Some(previous) = &previous {
         sink.put(previous);
     }
-    Ok(sink.finalize())
+    Ok(sink.finalize_hex())
 }
 
 /// The entry's JSONL line (newline included) and its §8.2 `entry_hash`,
