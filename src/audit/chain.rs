@@ -20,7 +20,7 @@ use crate::jcs::{self, HashSink, JcsError, Sink};
 
 /// Computes the §8.2 `entry_hash` of `entry` from its content and its
 /// `previous_hash` (the stored `entry_hash` is ignored), streamed into the
-/// hasher. Linking uses [`hashed_line`], which also keeps the bytes for
+/// hasher. Linking uses `hashed_line`, which also keeps the bytes for
 /// the log line; this independent path is what tests check it against.
 pub fn entry_hash(entry: &ContextEntry) -> Result<String, AuditError> {
     let previous = match &entry.previous_hash {
