@@ -23,10 +23,7 @@ use crate::jcs::{self, HashSink, JcsError, Sink};
 /// hasher. Linking uses `hashed_line`, which also keeps the bytes for
 /// the log line; this independent path is what tests check it against.
 pub fn entry_hash(entry: &ContextEntry) -> Result<String, AuditError> {
-    let previous = match &entry.previous_hash {
-        Some(hex_digest) => Some(decode_previous(hex_digest)?),
-        None => None,
-    };
+    let previous = previous_digest(entry)?;
     let mut sink = HashSink::default();
     write_content(&mut sink, entry)?;
     if let Some(previous) = &previous {
@@ -35,16 +32,23 @@ pub fn entry_hash(entry: &ContextEntry) -> Result<String, AuditError> {
     Ok(sink.finalize_hex())
 }
 
+/// The raw digest behind a typed entry's `previous_hash`; `None` for a
+/// chain root.
+fn previous_digest(entry: &ContextEntry) -> Result<Option<[u8; 32]>, AuditError> {
+    entry
+        .previous_hash
+        .as_deref()
+        .map(decode_previous)
+        .transpose()
+}
+
 /// The entry's JSONL line (newline included) and its §8.2 `entry_hash`,
 /// from one canonical pass: the content is written once, in canonical
 /// member order, hashed as it stands, and then becomes the line by gaining
 /// the two chain members. The stored line is thus the hashed bytes plus
 /// `entry_hash` and `previous_hash`, which every reader parses as JSON.
 pub(crate) fn hashed_line(entry: &ContextEntry) -> Result<(String, Vec<u8>), AuditError> {
-    let previous = match &entry.previous_hash {
-        Some(hex_digest) => Some(decode_previous(hex_digest)?),
-        None => None,
-    };
+    let previous = previous_digest(entry)?;
     // Typical entries are 500-700 bytes; sizing up front saves regrowing.
     let mut line = Vec::with_capacity(1024);
     write_content(&mut line, entry)?;
