@@ -150,14 +150,14 @@ impl SourceTree {
                     if let Some((_, content)) = &module_item.content {
                         let mut child = module.clone();
                         child.push(module_item.ident.to_string());
-                        inline.push((child, content.clone()));
+                        inline.push((child, content));
                     }
                 }
                 _ => {}
             }
         }
         for (child, content) in inline {
-            self.declare(&child, file, &content);
+            self.declare(&child, file, content);
         }
     }
 
