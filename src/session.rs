@@ -26,33 +26,9 @@ use crate::jsonrpc::RequestId;
 use crate::limits::{LimitExceeded, RequestBudget};
 use crate::transport::writer::FrameWriter;
 
-/// Which way a message travels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Direction {
-    /// From the agent to the MCP server.
-    ClientToServer,
-    /// From the MCP server to the agent.
-    ServerToClient,
-}
-
-impl Direction {
-    /// The audit and metric spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::ClientToServer => "client_to_server",
-            Direction::ServerToClient => "server_to_client",
-        }
-    }
-
-    /// The other way.
-    pub fn reverse(self) -> Direction {
-        match self {
-            Direction::ClientToServer => Direction::ServerToClient,
-            Direction::ServerToClient => Direction::ClientToServer,
-        }
-    }
-}
+/// Defined with the message formats, below every layer that records or
+/// routes a direction.
+pub use crate::jsonrpc::Direction;
 
 /// Where a request stands between being read and being answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

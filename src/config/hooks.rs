@@ -2,6 +2,8 @@
 
 use serde::Deserialize;
 
+pub use crate::hooks::ToolsCallHooks;
+
 /// How MCP messages become hooks, and what goes in every envelope.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -44,17 +46,4 @@ fn default_true() -> bool {
 
 fn default_inventory_timeout_ms() -> u64 {
     5_000
-}
-
-/// The hooks a `tools/call` yields (DESIGN §3.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ToolsCallHooks {
-    /// Only `steps/toolCallRequest` / `steps/toolCallResult`.
-    Steps,
-    /// Only `protocols/MCP/tools/call`.
-    Wrapped,
-    /// Both, as a pipeline: wrapped first, then the step on what it let through.
-    #[default]
-    Both,
 }

@@ -11,6 +11,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
+/// Defined with the audit entry that records it.
+pub use crate::audit::Action;
+
 /// An MCP message on its way through the hook pipeline: the original bytes,
 /// and a parsed copy that stages may rewrite.
 #[derive(Debug, Clone)]
@@ -56,39 +59,6 @@ impl MessageDoc {
             Bytes::from(self.value.to_string())
         } else {
             self.original
-        }
-    }
-}
-
-/// What enforcement did with a message; recorded in the audit log and in
-/// `acs_proxy_enforcement_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    /// Passed to the next stage or forwarded unchanged.
-    Forwarded,
-    /// Forwarded with changes.
-    Rewritten,
-    /// Not forwarded; the sender got a reply saying why.
-    Blocked,
-    /// Not forwarded, silently (a notification, or a cancelled request).
-    Dropped,
-    /// Waiting for an approver or a deferral.
-    Held,
-    /// Only recorded (audit-only hooks such as `steps/sessionEnd`).
-    Recorded,
-}
-
-impl Action {
-    /// The audit and metric spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Forwarded => "forwarded",
-            Action::Rewritten => "rewritten",
-            Action::Blocked => "blocked",
-            Action::Dropped => "dropped",
-            Action::Held => "held",
-            Action::Recorded => "recorded",
         }
     }
 }

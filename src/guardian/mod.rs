@@ -5,47 +5,21 @@
 //! same trait. A Guardian never touches MCP messages: it only returns a
 //! [`Decision`], which [`crate::enforce`] applies.
 
-pub mod decision;
 pub mod embedded;
 mod negotiated;
 pub mod remote;
 
 use futures_util::future::{BoxFuture, FutureExt};
 
-pub use decision::{Decision, Disposition};
+/// Defined with the audit entry that records it.
+pub use crate::audit::DecisionSource;
+/// The ACS decision types live with the hooks they answer; re-exported
+/// here because every Guardian speaks them.
+pub use crate::hooks::decision::{self, Decision, Disposition};
 pub use negotiated::{FailurePosture, Negotiated};
 
 use crate::hooks::{HookRequest, Metadata};
 use remote::wire::codes;
-
-/// Where a decision came from; recorded in every audit entry and metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DecisionSource {
-    /// The embedded policy engine.
-    Embedded,
-    /// A remote ACS Guardian.
-    Remote,
-    /// The failure posture, because no usable decision arrived.
-    Posture,
-    /// The Guardian does not evaluate this method (allowed, audited).
-    NotEvaluated,
-    /// The proxy itself (an enforcement event, e.g. an invalid modification).
-    Proxy,
-}
-
-impl DecisionSource {
-    /// The audit and metric spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DecisionSource::Embedded => "embedded",
-            DecisionSource::Remote => "remote",
-            DecisionSource::Posture => "posture",
-            DecisionSource::NotEvaluated => "not_evaluated",
-            DecisionSource::Proxy => "proxy",
-        }
-    }
-}
 
 /// Why no usable decision came back.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -7,8 +7,11 @@
 //! `steps/sessionStart` / `steps/sessionEnd`; the server's inventory yields
 //! `agbom/snapshot` / `agbom/changed`. Nothing here talks to the network.
 
+use serde::Deserialize;
+
 pub mod agbom;
 mod clock;
+pub mod decision;
 mod envelope;
 pub mod lifecycle;
 pub mod mcp;
@@ -16,8 +19,6 @@ pub mod tool_call;
 
 pub use clock::now_rfc3339;
 pub use envelope::{HookRequest, Metadata, ACS_VERSION, PLATFORM};
-
-use crate::config::ToolsCallHooks;
 
 /// `steps/sessionStart`.
 pub const SESSION_START: &str = "steps/sessionStart";
@@ -62,3 +63,16 @@ pub fn emitted_methods(tools_call: ToolsCallHooks) -> Vec<String> {
 pub const HANDSHAKE_HELLO: &str = "handshake/hello";
 /// `system/ping`.
 pub const SYSTEM_PING: &str = "system/ping";
+
+/// The hooks a `tools/call` yields (DESIGN §3.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolsCallHooks {
+    /// Only `steps/toolCallRequest` / `steps/toolCallResult`.
+    Steps,
+    /// Only `protocols/MCP/tools/call`.
+    Wrapped,
+    /// Both, as a pipeline: wrapped first, then the step on what it let through.
+    #[default]
+    Both,
+}

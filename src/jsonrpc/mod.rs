@@ -7,11 +7,13 @@
 //! pass (`scan`) checks UTF-8 and nesting depth; the tree hooks are built
 //! from (`strict`) refuses duplicate keys.
 
+mod direction;
 mod error;
 mod message;
 mod scan;
 mod strict;
 
+pub use direction::Direction;
 pub use error::{codes, error_response};
 pub use message::{
     peek_frame, peek_frame_within, Frame, Message, MessageKind, PeekError, RequestId,
