@@ -19,9 +19,10 @@ use uuid::Uuid;
 use crate::audit::AuditChain;
 use crate::config::{Config, UpstreamConfig};
 use crate::enforce::approval::DeferralBudget;
+use crate::guardian::Decided;
 use crate::guardian::{Guardian, Negotiated};
 use crate::hooks::agbom::{Inventory, ListKind};
-use crate::hooks::Metadata;
+use crate::hooks::{HookRequest, Metadata};
 use crate::jsonrpc::RequestId;
 use crate::limits::{LimitExceeded, RequestBudget};
 use crate::transport::writer::FrameWriter;
@@ -29,6 +30,15 @@ use crate::transport::writer::FrameWriter;
 /// Defined with the message formats, below every layer that records or
 /// routes a direction.
 pub use crate::jsonrpc::Direction;
+
+/// A decided `steps/sessionStart` the audit log has not taken yet.
+#[derive(Debug, Clone)]
+pub struct UnrecordedStart {
+    /// The hook as decided.
+    pub hook: HookRequest,
+    /// Its decision.
+    pub decided: Decided,
+}
 
 /// Where a request stands between being read and being answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,7 +269,7 @@ pub struct Learned {
     /// Why the session is refused (sessionStart or inventory denied).
     pub refused: Option<String>,
     /// The session start, while the audit log has not recorded it.
-    pub unrecorded_start: Option<crate::relay::lifecycle::UnrecordedStart>,
+    pub unrecorded_start: Option<UnrecordedStart>,
 }
 
 /// One MCP session through the proxy.

@@ -1,4 +1,7 @@
-//! Holding a step for ASK and DEFER (DESIGN §3.7).
+//! Holding a step for ASK and DEFER (DESIGN §3.7): what a hold resolves
+//! to. Asking the human through the session is the relay's part
+//! (`relay::approval`); the request it sends, the reading of the answer and
+//! the deferral budget are here.
 //!
 //! ASK: when the agent's client declared the `elicitation` capability, the
 //! proxy asks the human through `elicitation/create`, naming the exact tool
@@ -20,13 +23,12 @@ use tokio_util::sync::CancellationToken;
 use crate::guardian::{Decision, Disposition};
 use crate::hooks::HookRequest;
 use crate::jcs;
-use crate::session::Session;
 
 /// Deferred steps one session may hold at once.
 pub const MAX_DEFERRED: usize = 16;
 
 /// Default ASK timeout when the decision names none.
-const DEFAULT_ASK_TIMEOUT: Duration = Duration::from_secs(120);
+pub const DEFAULT_ASK_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Default DEFER hold when the decision names none.
 const DEFAULT_DEFER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -41,7 +43,8 @@ pub struct Resolution {
 }
 
 impl Resolution {
-    fn new(decision: Decision, detail: impl Into<String>) -> Self {
+    /// A resolution to `decision`, with how it came about.
+    pub fn new(decision: Decision, detail: impl Into<String>) -> Self {
         Self {
             decision,
             detail: detail.into(),
@@ -55,77 +58,9 @@ pub struct DeferralBudget {
     held: AtomicUsize,
 }
 
-/// Resolves an `ask` or `defer` decision into allow or deny. Returns `None`
-/// if the step was cancelled while held.
-pub async fn resolve(
-    session: &Session,
-    held: &Decision,
-    hook: &HookRequest,
-    cancel: &CancellationToken,
-) -> Option<Resolution> {
-    match held.decision {
-        Disposition::Ask => ask(session, held, hook, cancel).await,
-        Disposition::Defer => defer(&session.deferrals, held, cancel).await,
-        _ => Some(Resolution::new(held.clone(), "not held")),
-    }
-}
-
-async fn ask(
-    session: &Session,
-    held: &Decision,
-    hook: &HookRequest,
-    cancel: &CancellationToken,
-) -> Option<Resolution> {
-    if !session.learned().client_elicitation {
-        let reasoning = format!(
-            "approval required ({}) but the client did not declare the MCP elicitation capability, so no approver can be asked",
-            held.reasoning.as_deref().unwrap_or("ask")
-        );
-        return Some(Resolution::new(
-            Decision::deny(reasoning, Some("approver_unavailable")),
-            "ask: approver_unavailable",
-        ));
-    }
-    let details = held.ask_details.clone().unwrap_or_default();
-    let timeout = details
-        .timeout_seconds
-        .map(Duration::from_secs)
-        .unwrap_or(DEFAULT_ASK_TIMEOUT);
-    let on_timeout = details.timeout_disposition.unwrap_or(Disposition::Deny);
-    let question = details
-        .question
-        .clone()
-        .or_else(|| held.reasoning.clone())
-        .unwrap_or_else(|| "Approve this action?".into());
-    let (id, answer) = session.proxy_to_client.register();
-    let request = elicitation_request(id.as_json(), &question, hook);
-    if session.writers.client.send(request.into()).await.is_err() {
-        return Some(Resolution::new(
-            Decision::deny(
-                "the client went away before approving",
-                Some("approver_unavailable"),
-            ),
-            "ask: client closed",
-        ));
-    }
-    let outcome = tokio::select! {
-        _ = cancel.cancelled() => None,
-        answer = tokio::time::timeout(timeout, answer) => Some(answer),
-    };
-    let Some(outcome) = outcome else {
-        session.proxy_to_client.forget(&id);
-        return None;
-    };
-    Some(match outcome {
-        Ok(Ok(bytes)) => read_elicitation_answer(&bytes),
-        _ => {
-            session.proxy_to_client.forget(&id);
-            timed_out(on_timeout, "ask: approver did not answer in time")
-        }
-    })
-}
-
-async fn defer(
+/// Holds a `defer` decision until its resolution timeout, within the
+/// session's budget. `None` if the step was cancelled while held.
+pub async fn defer(
     budget: &DeferralBudget,
     held: &Decision,
     cancel: &CancellationToken,
@@ -154,7 +89,8 @@ async fn defer(
     Some(timed_out(on_timeout, "defer: resolution timeout elapsed"))
 }
 
-fn timed_out(on_timeout: Disposition, detail: &str) -> Resolution {
+/// The decision a hold ends with when nobody answered in time.
+pub fn timed_out(on_timeout: Disposition, detail: &str) -> Resolution {
     let decision = match on_timeout {
         Disposition::Allow => Decision::allow(),
         _ => Decision::deny(format!("{detail}; timeout decision is deny"), None),
@@ -164,7 +100,7 @@ fn timed_out(on_timeout: Disposition, detail: &str) -> Resolution {
 
 /// The `elicitation/create` request: a yes/no question bound to the exact
 /// tool and argument digest the approval covers.
-fn elicitation_request(id_json: &str, question: &str, hook: &HookRequest) -> String {
+pub fn elicitation_request(id_json: &str, question: &str, hook: &HookRequest) -> String {
     let tool = hook.tool.as_deref().unwrap_or(hook.method.as_str());
     let digest = jcs::value_digest(&hook.payload);
     let message = format!(
@@ -192,7 +128,8 @@ fn elicitation_request(id_json: &str, question: &str, hook: &HookRequest) -> Str
     request.to_string()
 }
 
-fn read_elicitation_answer(bytes: &[u8]) -> Resolution {
+/// The decision an approver's `elicitation/create` answer gives.
+pub fn read_elicitation_answer(bytes: &[u8]) -> Resolution {
     let answer: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
     let result = &answer["result"];
     let accepted = result["action"] == "accept" && result["content"]["approve"] == true;

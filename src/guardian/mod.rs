@@ -21,6 +21,17 @@ pub use negotiated::{FailurePosture, Negotiated};
 use crate::hooks::{HookRequest, Metadata};
 use remote::wire::codes;
 
+/// A decision and where it came from.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    /// The decision to enforce.
+    pub decision: Decision,
+    /// Embedded, remote, posture, not_evaluated or proxy.
+    pub source: DecisionSource,
+    /// Why the posture applied, when it did.
+    pub failure: Option<String>,
+}
+
 /// Why no usable decision came back.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum GuardianError {

@@ -22,16 +22,7 @@ use crate::hooks::HookRequest;
 use crate::metrics::METRICS;
 use crate::session::{Direction, Session};
 
-/// A decision and where it came from.
-#[derive(Debug, Clone)]
-pub struct Decided {
-    /// The decision to enforce.
-    pub decision: Decision,
-    /// Embedded, remote, posture, not_evaluated or proxy.
-    pub source: DecisionSource,
-    /// Why the posture applied, when it did.
-    pub failure: Option<String>,
-}
+pub use crate::guardian::Decided;
 
 /// What appending an entry gave: its receipt, or `None` when the log could
 /// not record it and `[audit] on_failure = "allow"` lets the message go on

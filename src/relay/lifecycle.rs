@@ -10,7 +10,7 @@
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::decide::{self, Decided, MessageContext};
+use super::decide::{self, MessageContext};
 use crate::audit::AuditError;
 use crate::config::{PostureSetting, StartupPosture};
 use crate::enforce::Action;
@@ -21,15 +21,8 @@ use crate::hooks::lifecycle::{
 };
 use crate::hooks::{self, HookRequest, Metadata};
 use crate::jsonrpc::Frame;
-use crate::session::{Direction, Session};
+use crate::session::{Direction, Session, UnrecordedStart};
 use crate::transport::http::metadata::{META_CLIENT_INFO, META_VERSION};
-
-/// A decided `steps/sessionStart` the audit log has not taken yet.
-#[derive(Debug, Clone)]
-pub struct UnrecordedStart {
-    hook: HookRequest,
-    decided: Decided,
-}
 
 /// Runs the session start the first time the client sends anything, and
 /// later retries recording it if the audit log could not.

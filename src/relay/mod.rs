@@ -10,6 +10,7 @@
 //! - [`run_session`]: one session over any pair of transports;
 //!   [`run_stdio`] is the stdio deployment built on it.
 
+pub mod approval;
 pub mod decide;
 pub mod flow;
 pub mod inventory;

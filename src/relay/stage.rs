@@ -19,11 +19,12 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use super::approval;
 use super::decide::{self, Answer, Decided, MessageContext, Prefetch, Recorded};
 use super::pump::Outcome;
 use crate::config::ToolsCallHooks;
 use crate::enforce::modify::{self, ModifyError, OutputMap, Target};
-use crate::enforce::{approval, Action, MessageDoc};
+use crate::enforce::{Action, MessageDoc};
 use crate::guardian::{Decision, Disposition};
 use crate::hooks::{self, mcp, tool_call, HookRequest};
 use crate::jsonrpc::MessageKind;
