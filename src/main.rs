@@ -334,6 +334,7 @@ fn repair(file: &std::path::Path) -> ExitCode {
     }
 }
 
+/// `config check`: validates FILE and lists its paths as resolved.
 fn check(file: &std::path::Path) -> ExitCode {
     match Config::load(file) {
         Ok(config) => {
@@ -343,6 +344,11 @@ fn check(file: &std::path::Path) -> ExitCode {
                 config.upstreams.len(),
                 config.policy.rule_count()
             );
+            // Resolved, so a path that reads differently from where the
+            // agent starts the proxy is visible before it fails a run.
+            for setting in config.path_settings() {
+                println!("  {setting}");
+            }
             ExitCode::SUCCESS
         }
         Err(err) => {

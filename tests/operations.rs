@@ -7,6 +7,7 @@ use support::free_port;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -193,23 +194,81 @@ fn the_readme_demo_denies_one_tool_and_redacts_one_pattern() {
     let sample = std::fs::read_to_string(support::repo_root().join("examples/stdio.toml")).unwrap();
     let config = scratch.path("proxy.toml");
     std::fs::write(&config, sample).unwrap();
+    let stdout = run_demo_session(
+        Command::new(support::proxy_bin())
+            .args(["--config"])
+            .arg(&config)
+            .args(["--audit"])
+            .arg(scratch.audit_log())
+            .arg("--")
+            .arg(support::demo_server_bin()),
+    );
+    assert_demo_outcome(&stdout);
+    scratch.assert_audit_verifies();
+}
+
+/// An agent starts its MCP server in a working directory of its own
+/// choosing: the stdio example, unchanged and with no path overridden,
+/// runs from an unrelated one. It is copied into a tree shaped like the
+/// repository, whose `target/release` holds this build's demo server, so
+/// the test needs no release build and leaves the checkout's
+/// `acs-audit.jsonl` alone.
+#[test]
+fn the_stdio_example_runs_from_another_working_directory() {
+    let scratch = Scratch::new();
+    let checkout = scratch.path("checkout");
+    let examples = checkout.join("examples");
+    let release = checkout.join("target/release");
+    std::fs::create_dir_all(&examples).unwrap();
+    std::fs::create_dir_all(&release).unwrap();
+    let config = examples.join("stdio.toml");
+    std::fs::copy(support::repo_root().join("examples/stdio.toml"), &config).unwrap();
+    std::os::unix::fs::symlink(
+        support::demo_server_bin(),
+        release.join("acs-proxy-demo-server"),
+    )
+    .unwrap();
+    let elsewhere = scratch.path("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+
+    let stdout = run_demo_session(
+        Command::new(support::proxy_bin())
+            .arg("--config")
+            .arg(&config)
+            .current_dir(&elsewhere),
+    );
+    assert_demo_outcome(&stdout);
+    assert_log_verifies(&checkout.join("acs-audit.jsonl"));
+    let stray: Vec<_> = std::fs::read_dir(&elsewhere).unwrap().collect();
+    assert!(
+        stray.is_empty(),
+        "written to the working directory: {stray:?}"
+    );
+}
+
+/// Feeds `examples/demo-session.jsonl` to the proxy `command` starts, as
+/// the README does, and returns what the agent saw.
+fn run_demo_session(command: &mut Command) -> String {
     let session = std::fs::read(support::repo_root().join("examples/demo-session.jsonl")).unwrap();
-    let mut child = Command::new(support::proxy_bin())
-        .args(["--config"])
-        .arg(&config)
-        .args(["--audit"])
-        .arg(scratch.audit_log())
-        .arg("--")
-        .arg(support::demo_server_bin())
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     child.stdin.take().unwrap().write_all(&session).unwrap();
     let output = child.wait_with_output().unwrap();
-    assert!(output.status.success());
-    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// What the README promises of the demo session: `get-env` denied, the
+/// SSN redacted, no secret through.
+fn assert_demo_outcome(stdout: &str) {
     assert!(
         stdout.contains("Blocked by policy: dumping the server environment"),
         "{stdout}"
@@ -219,7 +278,75 @@ fn the_readme_demo_denies_one_tool_and_redacts_one_pattern() {
         !stdout.contains("123-45-6789") && !stdout.contains("sk-demo"),
         "{stdout}"
     );
-    scratch.assert_audit_verifies();
+}
+
+fn assert_log_verifies(log: &Path) {
+    let output = Command::new(support::proxy_bin())
+        .args(["audit", "verify"])
+        .arg(log)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}: {}",
+        log.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `config check` shows each path as the proxy would use it: relative ones
+/// against the file's directory, whatever the working directory; bare
+/// program names as looked up on `PATH`; absolute ones as written.
+#[test]
+fn config_check_prints_the_resolved_paths() {
+    let check = |file: &Path, cwd: &Path| {
+        let output = Command::new(support::proxy_bin())
+            .args(["config", "check"])
+            .arg(file)
+            .current_dir(cwd)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        stdout
+            .lines()
+            .skip(1)
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let root = support::repo_root();
+    let elsewhere = Scratch::new();
+    let from_elsewhere = check(&root.join("examples/stdio.toml"), &elsewhere.path(""));
+    let examples = root.join("examples").display().to_string();
+    assert_eq!(
+        from_elsewhere,
+        [
+            format!("  upstream.demo.command: {examples}/../target/release/acs-proxy-demo-server"),
+            format!("  audit.path: {examples}/../acs-audit.jsonl"),
+        ]
+    );
+    // As the README runs it: a path relative to the working directory.
+    let from_root = check(Path::new("examples/stdio.toml"), &root);
+    let physical = std::fs::canonicalize(&root).unwrap();
+    let examples = physical.join("examples").display().to_string();
+    assert_eq!(
+        from_root,
+        [
+            format!("  upstream.demo.command: {examples}/../target/release/acs-proxy-demo-server"),
+            format!("  audit.path: {examples}/../acs-audit.jsonl"),
+        ]
+    );
+    assert_eq!(
+        check(&root.join("docker/gateway.toml"), &elsewhere.path("")),
+        [
+            "  upstream.demo.command: acs-proxy-demo-server (looked up on PATH)",
+            "  audit.path: /var/lib/acs-proxy/acs-audit.jsonl",
+        ]
+    );
 }
 
 #[test]

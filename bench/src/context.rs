@@ -124,6 +124,9 @@ impl Context {
             .work_dir
             .clone()
             .unwrap_or_else(|| target.join("bench-e2e"));
+        // The configs written here name their audit logs under `work`, and
+        // the proxy reads a config's relative paths against its directory.
+        let work = std::path::absolute(&work).unwrap_or(work);
         std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
         for binary in [&proxy, &demo] {
             if !binary.exists() {

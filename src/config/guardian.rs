@@ -1,8 +1,12 @@
 //! `[guardian]`: who decides, and how to reach a remote Guardian.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use super::paths::{
+    optional_setting, program_setting, resolve_optional, resolve_program, PathSetting, SectionPaths,
+};
 
 /// Which Guardian decides, and how to reach a remote one.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -14,7 +18,8 @@ pub struct GuardianConfig {
     /// Remote over HTTP(S): the Guardian's endpoint, e.g. `https://guardian:8787/acs`.
     #[serde(default)]
     pub url: Option<String>,
-    /// Remote over stdio: the Guardian program and arguments (Content-Length framing).
+    /// Remote over stdio: the Guardian program and arguments (Content-Length
+    /// framing); the program is found as an `[[upstream]] command`'s is.
     #[serde(default)]
     pub command: Vec<String>,
     /// The HMAC secret: a file of at least 32 raw bytes.
@@ -57,6 +62,33 @@ pub struct GuardianConfig {
     /// How often `system/ping` checks the Guardian for `/readyz`.
     #[serde(default = "default_ping_interval_ms")]
     pub ping_interval_ms: u64,
+}
+
+impl SectionPaths for GuardianConfig {
+    fn resolve_paths(&mut self, base: &Path) {
+        resolve_program(base, &mut self.command);
+        for path in [
+            &mut self.secret_file,
+            &mut self.ca_file,
+            &mut self.client_cert,
+            &mut self.client_key,
+        ] {
+            resolve_optional(base, path);
+        }
+    }
+
+    fn path_settings(&self) -> Vec<PathSetting> {
+        [
+            program_setting("guardian.command", &self.command),
+            optional_setting("guardian.secret_file", &self.secret_file),
+            optional_setting("guardian.ca_file", &self.ca_file),
+            optional_setting("guardian.client_cert", &self.client_cert),
+            optional_setting("guardian.client_key", &self.client_key),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
 }
 
 fn default_key_id() -> String {

@@ -1,9 +1,11 @@
 //! `[listen]`: where agents reach the proxy, and who may.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use super::paths::{optional_setting, resolve_optional, PathSetting, SectionPaths};
 
 /// The downstream (agent-facing) side.
 #[derive(Debug, Clone, Deserialize)]
@@ -90,6 +92,29 @@ impl ListenConfig {
             return Err("listen.header_read_timeout_ms must be at least 1".into());
         }
         Ok(())
+    }
+}
+
+impl SectionPaths for ListenConfig {
+    fn resolve_paths(&mut self, base: &Path) {
+        for path in [
+            &mut self.auth_tokens_file,
+            &mut self.tls_cert,
+            &mut self.tls_key,
+        ] {
+            resolve_optional(base, path);
+        }
+    }
+
+    fn path_settings(&self) -> Vec<PathSetting> {
+        [
+            optional_setting("listen.auth_tokens_file", &self.auth_tokens_file),
+            optional_setting("listen.tls_cert", &self.tls_cert),
+            optional_setting("listen.tls_key", &self.tls_key),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 }
 

@@ -3,16 +3,18 @@
 //! Every section rejects unknown keys, so a typo is an error that names the
 //! key instead of a setting that silently does nothing. The policy rules are
 //! compiled here too, so a policy that cannot load fails at startup with the
-//! file, line and rule.
+//! file, line and rule. Relative paths in a file follow the file's directory,
+//! whatever the working directory the proxy was started in.
 
 mod error;
 mod guardian;
 mod hooks;
 mod listen;
 mod operations;
+mod paths;
 mod upstream;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -22,9 +24,11 @@ pub use guardian::{GuardianConfig, GuardianMode, PostureSetting, StartupPosture}
 pub use hooks::{HooksConfig, ToolsCallHooks};
 pub use listen::{ListenConfig, ListenTransport};
 pub use operations::{AuditConfig, LimitsConfig, MetricsConfig};
+pub use paths::PathSetting;
 pub use upstream::{UpstreamConfig, UpstreamTransport};
 
 use crate::policy::{Policy, PolicySource, PolicySpec};
+use paths::SectionPaths;
 
 /// The whole configuration, as the rest of the proxy sees it.
 #[derive(Debug, Clone)]
@@ -70,16 +74,22 @@ struct ConfigFile {
 }
 
 impl Config {
-    /// Reads and validates a config file.
+    /// Reads and validates a config file, and resolves its relative paths
+    /// (the audit log's default included) against the file's directory.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let read_error = |source| ConfigError::Read {
             path: path.to_owned(),
             source,
-        })?;
-        Self::from_toml(&path.display().to_string(), &text)
+        };
+        let text = std::fs::read_to_string(path).map_err(read_error)?;
+        let mut config = Self::from_toml(&path.display().to_string(), &text)?;
+        config.resolve_paths(&directory_of(path).map_err(read_error)?);
+        Ok(config)
     }
 
     /// Parses and validates config text; `origin` names it in errors.
+    /// Paths stay as written: with no file there is no directory for them
+    /// to follow, so they are relative to the working directory.
     pub fn from_toml(origin: &str, text: &str) -> Result<Config, ConfigError> {
         let file: ConfigFile = toml::from_str(text).map_err(|err| ConfigError::Parse {
             origin: origin.to_owned(),
@@ -196,10 +206,42 @@ impl Config {
         Ok(())
     }
 
+    /// Makes every relative path absolute against `base`, the config
+    /// file's directory.
+    fn resolve_paths(&mut self, base: &Path) {
+        self.listen.resolve_paths(base);
+        for upstream in &mut self.upstreams {
+            upstream.resolve_paths(base);
+        }
+        self.guardian.resolve_paths(base);
+        self.audit.resolve_paths(base);
+    }
+
+    /// Every path-valued setting that is set, as the proxy will use it
+    /// (what `config check` shows, so a misplaced file is seen before a run).
+    pub fn path_settings(&self) -> Vec<PathSetting> {
+        let mut settings = self.listen.path_settings();
+        for upstream in &self.upstreams {
+            settings.extend(upstream.path_settings());
+        }
+        settings.extend(self.guardian.path_settings());
+        settings.extend(self.audit.path_settings());
+        settings
+    }
+
     /// The one upstream of a stdio deployment, when configured.
     pub fn upstream(&self) -> Option<&UpstreamConfig> {
         self.upstreams.first()
     }
+}
+
+/// The absolute directory holding the config file at `path`. Symbolic
+/// links are not followed: paths are relative to where the file was named.
+fn directory_of(path: &Path) -> std::io::Result<PathBuf> {
+    let file = std::path::absolute(path)?;
+    Ok(file
+        .parent()
+        .map_or_else(|| file.clone(), Path::to_path_buf))
 }
 
 #[cfg(test)]
@@ -270,6 +312,114 @@ mod tests {
             config.guardian.on_decision_failure,
             Some(PostureSetting::Deny)
         );
+    }
+
+    /// Every path-valued setting, relative, on a network listener.
+    const RELATIVE_PATHS: &str = r#"
+[listen]
+transport = "http"
+auth_tokens_file = "secrets/tokens"
+tls_cert = "tls/cert.pem"
+tls_key = "tls/key.pem"
+
+[[upstream]]
+name = "local"
+command = ["bin/server", "data/seed.json"]
+cwd = "work"
+
+[[upstream]]
+name = "bare"
+command = ["npx", "-y", "pkg"]
+
+[[upstream]]
+name = "net"
+url = "https://tools.internal/mcp"
+ca_file = "upstream/ca.pem"
+client_cert = "upstream/client.pem"
+client_key = "upstream/client.key"
+
+[guardian]
+mode = "remote"
+url = "https://guardian.internal/acs"
+secret_file = "guardian/secret"
+ca_file = "guardian/ca.pem"
+client_cert = "guardian/client.pem"
+client_key = "guardian/client.key"
+
+[audit]
+path = "logs/audit.jsonl"
+"#;
+
+    fn load_in_temp_dir(text: &str) -> (tempfile::TempDir, Config) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("proxy.toml");
+        std::fs::write(&file, text).unwrap();
+        let config = Config::load(&file).unwrap();
+        (dir, config)
+    }
+
+    #[test]
+    fn load_resolves_every_relative_path_against_the_files_directory() {
+        let (dir, config) = load_in_temp_dir(RELATIVE_PATHS);
+        let settings = config.path_settings();
+        assert_eq!(settings.len(), 14, "{settings:#?}");
+        for setting in settings.iter().filter(|setting| !setting.on_path) {
+            assert!(setting.path.starts_with(dir.path()), "{setting}");
+        }
+        let local = &config.upstreams[0];
+        assert_eq!(
+            local.command,
+            [
+                dir.path().join("bin/server").display().to_string(),
+                "data/seed.json".to_owned()
+            ]
+        );
+        assert_eq!(
+            local.cwd.as_deref(),
+            Some(dir.path().join("work").as_path())
+        );
+        assert_eq!(config.upstreams[1].command[0], "npx");
+        assert_eq!(config.audit.path, dir.path().join("logs/audit.jsonl"));
+        assert_eq!(
+            config.guardian.secret_file.as_deref(),
+            Some(dir.path().join("guardian/secret").as_path())
+        );
+        assert_eq!(
+            config.listen.tls_key.as_deref(),
+            Some(dir.path().join("tls/key.pem").as_path())
+        );
+    }
+
+    #[test]
+    fn the_default_audit_log_and_a_guardian_program_follow_the_file() {
+        let (dir, config) = load_in_temp_dir(
+            "[guardian]\nmode = \"remote\"\ncommand = [\"./guardian.py\"]\nsecret_env = \"S\"\n",
+        );
+        assert_eq!(config.audit.path, dir.path().join("acs-audit.jsonl"));
+        assert_eq!(
+            config.guardian.command,
+            [dir.path().join("./guardian.py").display().to_string()]
+        );
+    }
+
+    #[test]
+    fn absolute_paths_are_kept() {
+        let (_dir, config) = load_in_temp_dir(
+            "[[upstream]]\ncommand = [\"/usr/bin/srv\"]\ncwd = \"/srv\"\n\n[audit]\npath = \"/var/log/a.jsonl\"\n",
+        );
+        assert_eq!(config.upstreams[0].command, ["/usr/bin/srv"]);
+        assert_eq!(config.upstreams[0].cwd.as_deref(), Some(Path::new("/srv")));
+        assert_eq!(config.audit.path, Path::new("/var/log/a.jsonl"));
+    }
+
+    #[test]
+    fn text_without_a_file_keeps_paths_as_written() {
+        let config = Config::from_toml("t.toml", RELATIVE_PATHS).unwrap();
+        assert_eq!(config.upstreams[0].command[0], "bin/server");
+        assert_eq!(config.audit.path, Path::new("logs/audit.jsonl"));
+        let zero = Config::for_command(vec!["./srv".into()]).unwrap();
+        assert_eq!(zero.upstreams[0].command, ["./srv"]);
+        assert_eq!(zero.audit.path, Path::new("acs-audit.jsonl"));
     }
 
     #[test]

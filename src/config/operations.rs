@@ -1,10 +1,12 @@
 //! `[audit]`, `[metrics]` and `[limits]`: what the proxy records, exports and bounds.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
+
+use super::paths::{file_setting, resolve_file, PathSetting, SectionPaths};
 
 use crate::audit::{FsyncMode, OnFailure};
 
@@ -37,6 +39,16 @@ impl Default for AuditConfig {
             record_content: false,
             on_failure: OnFailure::default(),
         }
+    }
+}
+
+impl SectionPaths for AuditConfig {
+    fn resolve_paths(&mut self, base: &Path) {
+        resolve_file(base, &mut self.path);
+    }
+
+    fn path_settings(&self) -> Vec<PathSetting> {
+        vec![file_setting("audit.path", &self.path)]
     }
 }
 

@@ -1,9 +1,13 @@
 //! `[[upstream]]`: the MCP servers behind the proxy.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use super::paths::{
+    optional_setting, program_setting, resolve_optional, resolve_program, PathSetting, SectionPaths,
+};
 
 /// One MCP server behind the proxy: a program to spawn (`command`) or a
 /// server to reach (`url`).
@@ -13,13 +17,17 @@ pub struct UpstreamConfig {
     /// Route name (`/mcp/<name>` on network transports; audit and metrics label).
     #[serde(default = "default_upstream_name")]
     pub name: String,
-    /// Program and arguments of a stdio server the proxy spawns.
+    /// Program and arguments of a stdio server the proxy spawns. A program
+    /// with a `/` follows the config file's directory; a bare name is
+    /// looked up on `PATH`; arguments are passed as written.
     #[serde(default)]
     pub command: Vec<String>,
     /// Extra environment variables for the spawned server.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Working directory for the spawned server.
+    /// Working directory for the spawned server (relative: against the
+    /// config file's directory), so arguments naming files can be relative
+    /// to a known place.
     #[serde(default)]
     pub cwd: Option<PathBuf>,
     /// How long to wait after closing the server's stdin before SIGTERM,
@@ -134,6 +142,34 @@ impl UpstreamConfig {
             }
             (None, false) => Ok(()),
         }
+    }
+}
+
+impl SectionPaths for UpstreamConfig {
+    fn resolve_paths(&mut self, base: &Path) {
+        resolve_program(base, &mut self.command);
+        for path in [
+            &mut self.cwd,
+            &mut self.ca_file,
+            &mut self.client_cert,
+            &mut self.client_key,
+        ] {
+            resolve_optional(base, path);
+        }
+    }
+
+    fn path_settings(&self) -> Vec<PathSetting> {
+        let key = |field: &str| format!("upstream.{}.{field}", self.name);
+        [
+            program_setting(key("command"), &self.command),
+            optional_setting(key("cwd"), &self.cwd),
+            optional_setting(key("ca_file"), &self.ca_file),
+            optional_setting(key("client_cert"), &self.client_cert),
+            optional_setting(key("client_key"), &self.client_key),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 }
 
