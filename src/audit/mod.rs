@@ -33,6 +33,7 @@ mod entry;
 mod head;
 mod outage;
 mod outcome;
+mod queue;
 mod record;
 mod session;
 mod settings;

@@ -12,15 +12,15 @@
 //! and the next link after the log recovers continues from that entry, so
 //! the file never holds a link to an entry it does not have.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{mpsc, oneshot};
 
 use super::head::{ChainHead, Tip};
+use super::queue::{lock, Command, Written};
 use super::record::AuditRecord;
 use super::settings::FsyncMode;
 use super::store::AuditLog;
-use super::writer::Command;
 use super::AuditError;
 
 /// What an append recorded: the caller can cite `entry_id` (e.g. as
@@ -45,27 +45,24 @@ pub(crate) struct State {
     session_id: String,
     head: Mutex<ChainHead>,
     /// The last entry the writer put in the file.
-    on_disk: Mutex<Tip>,
-}
-
-/// One queued entry, as the writer reports it back to its chain once it
-/// is in the file.
-#[derive(Debug)]
-pub(crate) struct Written {
-    chain: Arc<State>,
-    tip: Tip,
-}
-
-impl Written {
-    /// Records that the entry is in the file. Entries of a chain are
-    /// written in order, so the latest report is the chain's tip on disk.
-    pub(crate) fn settle(self) {
-        *lock(&self.chain.on_disk) = self.tip;
-    }
+    on_disk: Arc<Mutex<Tip>>,
 }
 
 /// Resolves when the writer has synced an entry (`Always` mode only).
 type Durable = oneshot::Receiver<Result<(), AuditError>>;
+
+// A chain is opened from the log, but the log does not know chains: the
+// constructor lives here so the store imports nothing of this module.
+impl AuditLog {
+    /// Starts the chain of one ACS session.
+    ///
+    /// Call it once per session and clone the returned handle to share it:
+    /// a second call with the same id starts a second chain at entry "1",
+    /// which [`super::verify_file`] rejects.
+    pub fn session(&self, session_id: &str) -> AuditChain {
+        AuditChain::new(self.clone(), session_id)
+    }
+}
 
 impl AuditChain {
     /// Starts an empty chain for `session_id` on `log`.
@@ -75,7 +72,7 @@ impl AuditChain {
             state: Arc::new(State {
                 session_id: session_id.to_owned(),
                 head: Mutex::new(ChainHead::default()),
-                on_disk: Mutex::new(Tip::default()),
+                on_disk: Arc::new(Mutex::new(Tip::default())),
             }),
         }
     }
@@ -135,7 +132,7 @@ impl AuditChain {
         let epoch = self.resync(&mut head);
         let linked = head.link(&self.state.session_id, record)?;
         let written = Written {
-            chain: Arc::clone(&self.state),
+            on_disk: Arc::clone(&self.state.on_disk),
             tip: linked.tip,
         };
         permit.send(Command::Append {
@@ -163,13 +160,6 @@ impl AuditChain {
     fn lock_head(&self) -> MutexGuard<'_, ChainHead> {
         lock(&self.state.head)
     }
-}
-
-/// The head and the tip on disk change only after everything fallible
-/// succeeded, so a panic elsewhere while locked cannot leave them
-/// half-updated.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

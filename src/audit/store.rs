@@ -13,11 +13,11 @@ use std::sync::Arc;
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
 
-use super::session::AuditChain;
+use super::queue::Command;
 use super::settings::{AuditSettings, FsyncMode};
 use super::status::Status;
 use super::tail::unterminated_tail;
-use super::writer::{Command, Writer};
+use super::writer::Writer;
 use super::AuditError;
 
 /// Entries that may wait for the writer before appenders are held back:
@@ -75,15 +75,6 @@ impl AuditLog {
                 fsync: settings.fsync,
             }),
         })
-    }
-
-    /// Starts the chain of one ACS session.
-    ///
-    /// Call it once per session and clone the returned handle to share it:
-    /// a second call with the same id starts a second chain at entry "1",
-    /// which [`super::verify_file`] rejects.
-    pub fn session(&self, session_id: &str) -> AuditChain {
-        AuditChain::new(self.clone(), session_id)
     }
 
     /// False from a failed write or fsync until a retry succeeds; in

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader};
+use std::io::BufReader;
 use std::path::Path;
 
 use serde_json::Value;
@@ -30,9 +30,11 @@ use super::AuditError;
 
 mod classify;
 mod error;
+mod read;
 
 use classify::classify;
 pub use error::VerifyError;
+use read::{io_error, Gap, Line, Lines, Stored};
 
 /// What a successful verification found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,118 +152,11 @@ pub fn repair_torn_tail(path: impl AsRef<Path>) -> Result<Option<u64>, VerifyErr
     Ok(Some(tail.bytes.len() as u64))
 }
 
-fn io_error(path: &Path) -> impl Fn(io::Error) -> VerifyError + '_ {
-    move |source| VerifyError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-/// One raw line of the file.
-struct Line {
-    number: usize,
-    offset: u64,
-    bytes: Vec<u8>,
-    terminated: bool,
-}
-
-/// The file's lines with their numbers and offsets, newline stripped.
-struct Lines<R> {
-    reader: R,
-    number: usize,
-    offset: u64,
-}
-
-impl<R: BufRead> Lines<R> {
-    fn new(reader: R) -> Self {
-        Self {
-            reader,
-            number: 0,
-            offset: 0,
-        }
-    }
-}
-
-impl<R: BufRead> Iterator for Lines<R> {
-    type Item = io::Result<Line>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let mut bytes = Vec::new();
-        match self.reader.read_until(b'\n', &mut bytes) {
-            Ok(0) => None,
-            Ok(read) => {
-                let terminated = bytes.last() == Some(&b'\n');
-                if terminated {
-                    bytes.pop();
-                }
-                self.number += 1;
-                let line = Line {
-                    number: self.number,
-                    offset: self.offset,
-                    bytes,
-                    terminated,
-                };
-                self.offset += read as u64;
-                Some(Ok(line))
-            }
-            Err(error) => Some(Err(error)),
-        }
-    }
-}
-
-/// The chain members of a stored entry.
-struct Stored {
-    session_id: String,
-    entry_id: u64,
-    entry_hash: String,
-    previous_hash: Option<String>,
-    step_type: Option<String>,
-}
-
-impl Stored {
-    fn parse(line: usize, value: &Value) -> Result<Self, VerifyError> {
-        let text = |member: &str| value.get(member).and_then(Value::as_str).map(str::to_owned);
-        let required = |member: &'static str| {
-            text(member).ok_or_else(|| VerifyError::Malformed {
-                line,
-                reason: format!("`{member}` is missing or not a string"),
-            })
-        };
-        let entry_id = required("entry_id")?;
-        Ok(Self {
-            session_id: required("session_id")?,
-            entry_id: parse_entry_id(&entry_id).ok_or_else(|| VerifyError::Malformed {
-                line,
-                reason: format!("entry_id {entry_id:?} is not a positive decimal sequence number"),
-            })?,
-            entry_hash: required("entry_hash")?,
-            previous_hash: text("previous_hash"),
-            step_type: text("step_type"),
-        })
-    }
-}
-
-/// Accepts only the canonical spelling ("7", not "07" or "+7"), since the
-/// proxy writes nothing else.
-fn parse_entry_id(text: &str) -> Option<u64> {
-    let number: u64 = text.parse().ok()?;
-    (number > 0 && number.to_string() == text).then_some(number)
-}
-
 /// Why a line was not accepted.
 enum Problem {
     Torn,
     Invalid(VerifyError),
     OutOfSequence(Gap),
-}
-
-/// An entry whose id is not the one its session expects next.
-struct Gap {
-    line: usize,
-    session_id: String,
-    expected: u64,
-    found: u64,
-    entry_hash: String,
 }
 
 #[derive(Default)]

@@ -31,11 +31,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::outage::Outage;
-use super::session::Written;
+use super::queue::{Ack, Command, Written};
 use super::settings::FsyncMode;
 use super::status::Status;
 use super::AuditError;
@@ -43,25 +43,6 @@ use crate::metrics::METRICS;
 
 /// How often a failed log tries to write again.
 pub const RETRY_INTERVAL: Duration = Duration::from_millis(500);
-
-/// How a waiter learns whether its part of a round reached the disk.
-pub(crate) type Ack = oneshot::Sender<Result<(), AuditError>>;
-
-/// What appenders and `flush` send to the writer.
-#[derive(Debug)]
-pub(crate) enum Command {
-    /// One finished JSONL line; `ack` is set only in `Always` mode, where
-    /// the appender waits for the covering fsync. `epoch` is the log epoch
-    /// it was linked in; `written` reports it to its chain once written.
-    Append {
-        line: Vec<u8>,
-        ack: Option<Ack>,
-        epoch: u64,
-        written: Written,
-    },
-    /// Answer once everything queued before is written and synced.
-    Flush { ack: Ack },
-}
 
 /// Everything one round commits together.
 #[derive(Default)]

@@ -11,7 +11,8 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::decide::{self, MessageContext};
-use super::pump::Outcome;
+pub use super::delivery::Delivery;
+use super::delivery::Outcome;
 use super::stage::{self, Flow, Passage};
 use super::{inventory, lifecycle, timeout};
 use crate::enforce::reply::{self, Denial};
@@ -21,15 +22,6 @@ use crate::jsonrpc::{codes, error_response, Frame, Message, MessageKind, Request
 use crate::limits::LimitExceeded;
 use crate::metrics::METRICS;
 use crate::session::{AdmissionError, Direction, PendingRequest, PendingState, Session};
-
-/// Where a frame goes once its message has been decided.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Delivery {
-    /// On to the other side.
-    Forward(Bytes),
-    /// Back to the sender (a blocked request's reply, an error).
-    Reply(Bytes),
-}
 
 /// Handles one frame: a message, or each element of a batch.
 pub async fn handle_frame(

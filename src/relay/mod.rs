@@ -12,6 +12,7 @@
 
 pub mod approval;
 pub mod decide;
+pub mod delivery;
 pub mod flow;
 pub mod inventory;
 pub mod lifecycle;

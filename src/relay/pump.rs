@@ -18,7 +18,8 @@ use futures_util::{Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::decide::{self, MessageContext};
-use super::flow::{self, Delivery};
+use super::delivery::{Delivery, Outcome};
+use super::flow;
 use super::{inventory, lifecycle};
 use crate::enforce::Action;
 use crate::guardian::Decision;
@@ -26,15 +27,6 @@ use crate::jsonrpc::{codes, error_response, peek_frame_within, Frame, MessageKin
 use crate::metrics::METRICS;
 use crate::session::{Direction, Session, Writers};
 use crate::transport::LineFrame;
-
-/// What a slot resolves to.
-#[derive(Debug)]
-pub enum Outcome {
-    /// Write these now, in order.
-    Deliver(Vec<Delivery>),
-    /// The message was held; it will be written directly when resolved.
-    Detached,
-}
 
 /// An entry of the ordered release queue.
 enum Queued {

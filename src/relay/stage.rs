@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use super::approval;
 use super::decide::{self, Answer, Decided, MessageContext, Prefetch, Recorded};
-use super::pump::Outcome;
+use super::delivery::Outcome;
 use crate::config::ToolsCallHooks;
 use crate::enforce::modify::{self, ModifyError, OutputMap, Target};
 use crate::enforce::{Action, MessageDoc};

@@ -8,7 +8,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{io_error, Gap, Lines, Stored, VerifyError};
+use super::read::{io_error, Gap, Lines, Stored};
+use super::VerifyError;
 
 /// Tells apart why an entry id is out of sequence by looking at where the
 /// session's other entries with the ids involved are.

@@ -5,7 +5,7 @@
 use serde_json::Value;
 use thiserror::Error;
 
-use super::Target;
+use super::target::Target;
 
 /// Why a `modifications` object was rejected or could not be applied. Every
 /// variant means the caller must not forward the step as modified (§6.3,
