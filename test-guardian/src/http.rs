@@ -5,6 +5,10 @@
 //! on a handler's connection, so the listener keeps a duplicate of each
 //! accepted socket and hands it to the handler as connect info; dropping
 //! shuts that socket down in both directions.
+//!
+//! With a [`Closing`] mode the connections are served by [`crate::closing`]
+//! instead, which closes them after each answer or after a short idle time
+//! without saying so, as some real servers do.
 
 use std::io;
 use std::net::{Shutdown, SocketAddr};
@@ -23,26 +27,36 @@ use axum::Router;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
+use crate::closing::{self, Closing};
 use crate::guardian::Guardian;
 use crate::reply::Reply;
 
 /// Request bodies up to this size are accepted (axum's default is 2 MiB).
-const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
-/// Serves `guardian` on `addr` until the process ends. Once listening, the
-/// bound address (`127.0.0.1:PORT`) is written to `addr_file` (atomically:
-/// a temporary file renamed into place) and logged.
+/// Serves `guardian` on `addr` until the process ends, closing
+/// connections as `closing` says (by default they stay open as long as the
+/// client wants). Once listening, the bound address (`127.0.0.1:PORT`) is
+/// written to `addr_file` (atomically: a temporary file renamed into place)
+/// and logged.
 pub async fn serve(
     guardian: Arc<Guardian>,
     addr: SocketAddr,
     addr_file: Option<PathBuf>,
+    closing: Option<Closing>,
 ) -> anyhow::Result<()> {
     let bound = Bound::bind(addr).await?;
     if let Some(path) = &addr_file {
         write_addr_file(path, bound.local_addr())?;
     }
     crate::log(&format!("listening on http://{}", bound.local_addr()));
-    bound.run(guardian).await
+    match closing {
+        Some(closing) => {
+            closing::run(bound.listener, guardian, closing).await;
+            Ok(())
+        }
+        None => bound.run(guardian).await,
+    }
 }
 
 /// Binds `addr` and serves `guardian` in a task on the current tokio

@@ -11,6 +11,7 @@
 //! tests and for the binary.
 
 pub mod chain;
+pub mod closing;
 pub mod decide;
 pub mod guardian;
 pub mod hello;

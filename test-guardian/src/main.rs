@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
+use acs_test_guardian::closing::Closing;
 use acs_test_guardian::guardian::{Config, Guardian, Transport};
 use acs_test_guardian::record::Recorder;
 use acs_test_guardian::script::Script;
@@ -28,6 +30,22 @@ struct Cli {
     /// With --http: write the bound address (HOST:PORT) to FILE once listening.
     #[arg(long, value_name = "FILE", requires = "http")]
     addr_file: Option<PathBuf>,
+
+    /// With --http: close every connection right after its first answer,
+    /// without `Connection: close` (as an HTTP/1.0-style server does).
+    #[arg(long, requires = "http", conflicts_with = "keep_alive_ms")]
+    close_after_answer: bool,
+
+    /// With --close-after-answer: close MS milliseconds after the answer,
+    /// reading nothing meanwhile (a request sent then is lost, as when the
+    /// close takes that long to cross the network).
+    #[arg(long, value_name = "MS", requires = "close_after_answer")]
+    close_delay_ms: Option<u64>,
+
+    /// With --http: close a connection once it has waited MS milliseconds
+    /// for its next request, without notice.
+    #[arg(long, value_name = "MS", requires = "http")]
+    keep_alive_ms: Option<u64>,
 
     /// Serve Content-Length-framed requests on stdin/stdout.
     #[arg(long)]
@@ -94,9 +112,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
+    let closing = match (cli.close_after_answer, cli.keep_alive_ms) {
+        (true, _) => Some(Closing::AfterAnswer(Duration::from_millis(
+            cli.close_delay_ms.unwrap_or(0),
+        ))),
+        (false, Some(ms)) => Some(Closing::Idle(Duration::from_millis(ms))),
+        (false, None) => None,
+    };
     runtime.block_on(async move {
         match cli.http {
-            Some(addr) => http::serve(guardian, addr, cli.addr_file).await,
+            Some(addr) => http::serve(guardian, addr, cli.addr_file, closing).await,
             None => stdio::serve(guardian).await,
         }
     })

@@ -324,3 +324,78 @@ async fn http_every_scripted_action() {
         json!(client.expected_head(12))
     );
 }
+
+/// Starts an HTTP Guardian with `extra` arguments and returns it with its address.
+async fn spawn_http(dir: &std::path::Path, extra: &[&str]) -> (tokio::process::Child, SocketAddr) {
+    let addr_file = dir.join("addr");
+    let secret = secret_b64();
+    let mut args = vec![
+        "--http",
+        "127.0.0.1:0",
+        "--addr-file",
+        addr_file.to_str().expect("utf8 path"),
+        "--secret-b64",
+        &secret,
+    ];
+    args.extend_from_slice(extra);
+    let guardian = spawn(&args);
+    let addr = wait_for_file(&addr_file)
+        .await
+        .trim()
+        .parse()
+        .expect("address");
+    (guardian, addr)
+}
+
+/// `n` pings, written back to back on one new keep-alive connection, and
+/// everything the server sends until it closes the connection (or 10 s pass).
+async fn pings_until_closed(addr: SocketAddr, n: usize) -> String {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    for id in 0..n {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "system/ping", "params": {
+            "acs_version": "0.1.0", "request_id": uuid::Uuid::new_v4().to_string(),
+            "timestamp": "2026-01-01T00:00:00Z",
+            "metadata": {"agent_id": "integration-test"}, "payload": {}}})
+        .to_string();
+        let request = format!(
+            "POST /acs HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.expect("write");
+    }
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response))
+        .await
+        .expect("the server closed the connection")
+        .expect("read");
+    String::from_utf8(response).expect("UTF-8")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_connections_close_after_an_answer_or_when_idle_without_notice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+
+    // --close-after-answer: the answer, then the close, though the client
+    // asked for nothing of the sort.
+    let (_guardian, addr) = spawn_http(dir.path(), &["--close-after-answer"]).await;
+    let response = pings_until_closed(addr, 1).await;
+    assert_eq!(response.matches("HTTP/1.1 200 OK").count(), 1, "{response}");
+    assert!(response.contains("\"decision\":\"allow\""), "{response}");
+    assert!(
+        !response.to_ascii_lowercase().contains("connection:"),
+        "the close is not announced: {response}"
+    );
+
+    // --keep-alive-ms: both requests answered on the connection, then it
+    // closes once idle for the keep-alive time.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_guardian, addr) = spawn_http(dir.path(), &["--keep-alive-ms", "100"]).await;
+    let started = std::time::Instant::now();
+    let response = pings_until_closed(addr, 2).await;
+    assert_eq!(response.matches("HTTP/1.1 200 OK").count(), 2, "{response}");
+    assert!(started.elapsed() >= Duration::from_millis(100));
+    assert!(
+        !response.to_ascii_lowercase().contains("connection:"),
+        "the close is not announced: {response}"
+    );
+}

@@ -53,40 +53,40 @@ struct Restart {
     script: PathBuf,
     addr_file: PathBuf,
     addr: String,
+    args: Vec<String>,
+}
+
+/// The files an HTTP Guardian works from, and its extra command-line
+/// arguments.
+struct HttpFiles<'a> {
+    addr_file: &'a Path,
+    secret: &'a Path,
+    script: &'a Path,
+    record: &'a Path,
+    args: &'a [String],
 }
 
 /// Starts an HTTP Guardian bound to `bind` and waits for its address.
-fn spawn_http(
-    bind: &str,
-    addr_file: &Path,
-    secret: &Path,
-    script: &Path,
-    record: &Path,
-) -> (Child, String) {
-    try_spawn_http(bind, addr_file, secret, script, record)
-        .unwrap_or_else(|| panic!("acs-test-guardian could not bind {bind}"))
+fn spawn_http(bind: &str, files: &HttpFiles<'_>) -> (Child, String) {
+    try_spawn_http(bind, files).unwrap_or_else(|| panic!("acs-test-guardian could not bind {bind}"))
 }
 
 /// Like [`spawn_http`]; `None` when the process exits at startup (the
 /// address is taken).
-fn try_spawn_http(
-    bind: &str,
-    addr_file: &Path,
-    secret: &Path,
-    script: &Path,
-    record: &Path,
-) -> Option<(Child, String)> {
+fn try_spawn_http(bind: &str, files: &HttpFiles<'_>) -> Option<(Child, String)> {
+    let addr_file = files.addr_file;
     let mut child = Command::new(test_guardian_bin())
         .arg("--http")
         .arg(bind)
         .arg("--addr-file")
         .arg(addr_file)
         .arg("--secret-file")
-        .arg(secret)
+        .arg(files.secret)
         .arg("--script")
-        .arg(script)
+        .arg(files.script)
         .arg("--record")
-        .arg(record)
+        .arg(files.record)
+        .args(files.args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -113,9 +113,24 @@ impl TestGuardian {
     /// Starts the Guardian over HTTP on a free port of 127.0.0.1 with this
     /// script, and waits until it accepts connections.
     pub fn http(scratch: &Scratch, script: &Value) -> Self {
+        Self::http_with_args(scratch, script, &[])
+    }
+
+    /// Like [`TestGuardian::http`], with extra command-line arguments (such
+    /// as `--close-after-answer` or `--keep-alive-ms 200`), kept for
+    /// [`TestGuardian::restart`].
+    pub fn http_with_args(scratch: &Scratch, script: &Value, args: &[&str]) -> Self {
         let (secret, script, record) = prepare(scratch, script);
         let addr_file = scratch.path("guardian-addr");
-        let (child, addr) = spawn_http("127.0.0.1:0", &addr_file, &secret, &script, &record);
+        let args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
+        let files = HttpFiles {
+            addr_file: &addr_file,
+            secret: &secret,
+            script: &script,
+            record: &record,
+            args: &args,
+        };
+        let (child, addr) = spawn_http("127.0.0.1:0", &files);
         Self {
             endpoint: Endpoint::Http(format!("http://{addr}/acs")),
             secret,
@@ -125,6 +140,7 @@ impl TestGuardian {
                 script,
                 addr_file,
                 addr,
+                args,
             }),
         }
     }
@@ -142,13 +158,14 @@ impl TestGuardian {
         let deadline = Instant::now() + WAIT;
         loop {
             // The old socket may linger a moment; bind again until it is free.
-            if let Some(child) = try_spawn_http(
-                &restart.addr,
-                &restart.addr_file,
-                &self.secret,
-                &restart.script,
-                &self.record,
-            ) {
+            let files = HttpFiles {
+                addr_file: &restart.addr_file,
+                secret: &self.secret,
+                script: &restart.script,
+                record: &self.record,
+                args: &restart.args,
+            };
+            if let Some(child) = try_spawn_http(&restart.addr, &files) {
                 self.child = Some(child.0);
                 return;
             }

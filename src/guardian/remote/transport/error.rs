@@ -51,6 +51,9 @@ pub enum TransportError {
     },
     /// The Guardian went away: it closed the connection or its stdout, or
     /// its process exited. For stdio every later call fails the same way.
+    /// Over HTTP, when the connection closed before the answer began, the
+    /// request has already been sent once more on a new connection (see
+    /// [`super::http`]): this is what remained.
     #[error("the Guardian connection closed: {0}")]
     Closed(String),
     /// Reading from or writing to the Guardian failed.

@@ -2,7 +2,9 @@
 //! array) in, its reply out, over HTTP(S) or a stdio child.
 //!
 //! - [`http`]: one `POST` per call on a pooled connection (HTTP/2 over TLS
-//!   when offered), with [`tls`] for private CAs and mutual TLS.
+//!   when offered), sent once more on a new connection when the pooled one
+//!   closes under it before the answer, with [`tls`] for private CAs and
+//!   mutual TLS.
 //! - [`stdio`]: a Guardian child speaking [`framing`]'s `Content-Length`
 //!   frames, with calls pipelined and matched to replies by JSON-RPC id.
 //! - [`error`]: why no reply came, classified for the caller.
