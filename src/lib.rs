@@ -15,6 +15,15 @@
 //! [`session`] owns the per-session tables, [`config`] turns `proxy.toml`
 //! into one typed form, and [`metrics`] / [`admin`] expose the Prometheus
 //! registry and health endpoints.
+//!
+//! The modules stand in layers, each importing only from its own layer and
+//! those below: the wire formats and shared vocabulary ([`jcs`],
+//! [`jsonrpc`], [`hooks`], [`metrics`]); the [`policy`] language; the
+//! [`audit`] trail; [`config`] and the [`limits`] it sets; the
+//! [`transport`]s; the decision ([`guardian`], [`enforce`]); the [`admin`]
+//! endpoints; per-[`session`] state; the [`relay`]; and the binary on top.
+//! `layers.toml` writes this order down once, and `tests/layering.rs` fails
+//! on an import from a higher layer or an import cycle between files.
 
 pub mod admin;
 pub mod audit;
