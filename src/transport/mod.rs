@@ -8,6 +8,8 @@
 //!   relay sees them, whatever carries them.
 //! - [`stdio`]: the proxy's own stdin/stdout as the downstream side.
 //! - [`child`]: an upstream MCP server spawned as a child process.
+//! - [`client_tls`]: TLS for the proxy as a client, of an upstream or of a
+//!   remote Guardian.
 //! - [`shared_child`]: one such server shared by every session of a route.
 //! - [`http`], [`sse`], [`ws`]: the network transports, each with a server
 //!   (agents reach the proxy) and a client (the proxy reaches a server).
@@ -15,6 +17,7 @@
 //!   above them all, so none of them imports it back.
 
 pub mod child;
+pub mod client_tls;
 pub mod connect;
 pub mod downstream;
 pub mod http;

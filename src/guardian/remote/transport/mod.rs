@@ -20,7 +20,7 @@ pub mod stdio;
 pub mod tls;
 
 #[cfg(test)]
-mod test_pki;
+use crate::transport::client_tls::test_pki;
 #[cfg(test)]
 mod test_server;
 
