@@ -5,7 +5,7 @@
 //! writer to it, and control over its lifetime. Underneath, one task reads
 //! the child and hands each message to the session it belongs to, and one
 //! task per session rewrites what the session sends before it reaches the
-//! child; [`routes`] holds the rules (ids, progress tokens, cancellations,
+//! child; `routes` holds the rules (ids, progress tokens, cancellations,
 //! the one `initialize`, who answers a server request, broadcasts).
 //!
 //! The child starts with the first session and stops, in order, when the

@@ -1,15 +1,18 @@
 //! The upstream side of a session, whatever carries it: frames from the
 //! MCP server, a writer for frames to it, and control over its lifetime.
+//!
+//! The implementations (`child`, and the network clients under `http`,
+//! `sse` and `ws`) build on these types; picking one for a route is
+//! [`connect`](super::connect)'s job, re-exported here for callers.
 
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
-use futures_util::{FutureExt, StreamExt};
+use futures_util::FutureExt;
 
-use super::child::{ChildError, ChildExit, ChildProcess, ChildUpstream};
+use super::child::{ChildError, ChildExit, ChildProcess};
 use super::line::LineFrame;
 use super::writer::FrameWriter;
-use crate::config::{UpstreamConfig, UpstreamTransport};
-pub use crate::transport::http::client::route::RouteClients;
+pub use crate::transport::connect::{connect, connect_route, RouteClients};
 
 /// How an upstream ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,47 +84,4 @@ pub enum UpstreamError {
         /// What went wrong.
         reason: String,
     },
-}
-
-/// Connects to the upstream `config` describes: spawns its `command`, or
-/// reaches its `url` over the transport it names, with a client of its own.
-pub async fn connect(
-    config: &UpstreamConfig,
-    max_message_bytes: usize,
-    queue: usize,
-) -> Result<Upstream, UpstreamError> {
-    connect_route(config, &RouteClients::default(), max_message_bytes, queue).await
-}
-
-/// Like [`connect`], but a network route's client (TLS configuration and
-/// connection pool) is taken from `routes`, shared with the route's other
-/// sessions.
-pub async fn connect_route(
-    config: &UpstreamConfig,
-    routes: &RouteClients,
-    max_message_bytes: usize,
-    queue: usize,
-) -> Result<Upstream, UpstreamError> {
-    if let Some(transport) = config.network_transport() {
-        let route = routes.get(config, transport)?;
-        return match transport {
-            UpstreamTransport::StreamableHttp => {
-                super::http::client::connect(config, route, max_message_bytes, queue).await
-            }
-            UpstreamTransport::Sse => {
-                super::sse::client::connect(config, route, max_message_bytes, queue).await
-            }
-            UpstreamTransport::Ws => {
-                super::ws::client::connect(config, route, max_message_bytes, queue).await
-            }
-        };
-    }
-    let child = ChildUpstream::spawn(config, max_message_bytes, queue)?;
-    let (process, frames, writer, writer_task) = child.into_parts();
-    Ok(Upstream {
-        frames: frames.boxed(),
-        writer,
-        writer_task: Some(writer_task),
-        control: Box::new(process),
-    })
 }

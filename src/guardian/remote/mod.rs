@@ -1,13 +1,28 @@
 //! The remote Guardian: acs-proxy as an ACS client of a Guardian reached
 //! over HTTP(S) or stdio (`guardian.mode = "remote"`).
 //!
-//! [`client`] is the [`Guardian`](super::Guardian) implementation: the
-//! handshake, one signed exchange per hook (or one batch for the hooks of
-//! one message), the chain-head witness.
-//! [`signing`] authenticates every exchange (HMAC-SHA256 under a
-//! per-session HKDF key); [`wire`] builds the handshake and reads and
-//! validates what the Guardian answers; [`transport`] moves the bytes
-//! (HTTP(S) POST, or a child process with Content-Length framing).
+//! ```text
+//!  relay ─HookRequest→ client ─envelope→ signing (HMAC, session key) → transport ─bytes→ Guardian
+//!  relay ←Decision──── client ←checked── wire (shape, binding) ← signing (verify) ←bytes─ Guardian
+//! ```
+//!
+//! - [`client`] is the [`Guardian`](super::Guardian) implementation and
+//!   keeps each session's state: the handshake that opens the session
+//!   (again after the Guardian was unreachable), one exchange per hook or
+//!   one batch for the hooks of one message, and the chain head it
+//!   witnesses and sends back.
+//! - [`signing`] derives each session's key from the deployment secret
+//!   (HKDF), signs each request and verifies each answer before anything
+//!   in it is believed (all but `system/ping`, an unsigned liveness check).
+//! - [`wire`] builds the ClientHello and reads what the Guardian answers
+//!   (ServerHello, decisions, pings, errors), each checked against the
+//!   rules of the spec; a broken rule is a decision failure.
+//! - [`transport`] only moves bytes: one `POST` per call, or a child
+//!   process with `Content-Length` frames. Its TLS settings are the
+//!   proxy's client TLS ([`crate::transport::client_tls`]), shared with
+//!   the upstream clients.
+//!
+//! [`from_config`] wires them together from `[guardian]`.
 
 pub mod client;
 pub mod signing;

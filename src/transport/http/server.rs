@@ -14,11 +14,18 @@
 //! checks first (`edge`) and is counted in
 //! `acs_proxy_http_requests_total{route,status}`.
 //!
-//! Parts:
+//! Parts (this file, the router, sits above them all):
 //! - `listener`: TCP/TLS accept loop, HTTP/1.1 + HTTP/2, timeouts,
 //!   graceful shutdown; `tls`: the reloading certificate.
-//! - `edge`: Host/Origin/bearer checks, body limits, `Accept`.
-//! - `shared`: session start, `max_sessions`, shutdown tracking.
+//! - `handlers`: the Streamable HTTP endpoint by method.
+//! - `shared`: session start, `max_sessions`, shutdown tracking; it holds
+//!   the session tables of Streamable HTTP (`session`) and legacy SSE.
+//! - `edge`: Host/Origin/bearer checks, body limits, `Accept`;
+//!   `principal`: who a bearer token names.
+//! - `refusals`: the edge audit chain of requests refused before a session.
+//! - `start`: what a started session hands its transport, or why it failed.
+//! - `responses`: the error answers every part gives, marked for `refusals`.
+//! - `settings`: what the listener is built from.
 //! - `era`: whether a request is served in the session era or statelessly
 //!   (2026-07-28); `stateless`: one ACS session per stateless request;
 //!   `header_checks`: its metadata headers against its body.
@@ -34,9 +41,12 @@ mod header_checks;
 mod listener;
 mod principal;
 mod refusals;
+mod responses;
 mod routing;
 mod session;
+mod settings;
 mod shared;
+mod start;
 mod stateless;
 mod tls;
 
@@ -53,51 +63,21 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use edge::{accepts, content_type_is_json, json_error, one_line, read_body, rejection};
+pub(crate) use edge::{accepts, content_type_is_json, one_line, read_body};
 pub(crate) use events::{
     body as sse_body, named as sse_named, response as sse_response, DropGuard,
 };
-pub(crate) use handlers::method_not_allowed;
 pub(crate) use principal::{may_use, Principal};
-pub(crate) use refusals::with_body_digest;
 use refusals::EdgeLog;
-pub(crate) use shared::{Shared, StartError, Started};
+pub(crate) use responses::{json_error, method_not_allowed, rejection, with_body_digest};
+pub use settings::ServerSettings;
+pub(crate) use shared::Shared;
+pub(crate) use start::{FrameSender, StartError, Started};
 
 use crate::audit::AuditLog;
-use crate::config::{Config, ListenConfig, ListenTransport};
+use crate::config::ListenTransport;
 use crate::metrics::METRICS;
 use crate::transport::downstream::SessionStarter;
-
-/// What the listener needs to know.
-#[derive(Debug, Clone)]
-pub struct ServerSettings {
-    /// `[listen]`.
-    pub listen: ListenConfig,
-    /// The upstream route names, in configuration order.
-    pub routes: Vec<String>,
-    /// Request body limit (and WebSocket message limit).
-    pub max_message_bytes: usize,
-    /// Nesting limit checked before a body is parsed.
-    pub max_json_depth: usize,
-    /// Frames queued per session and direction.
-    pub queue: usize,
-    /// How long shutdown waits for sessions to seal their audit chains.
-    pub shutdown_deadline: Duration,
-}
-
-impl ServerSettings {
-    /// The settings a configuration describes.
-    pub fn from_config(config: &Config) -> Self {
-        Self {
-            listen: config.listen.clone(),
-            routes: config.upstreams.iter().map(|u| u.name.clone()).collect(),
-            max_message_bytes: config.limits.max_message_bytes,
-            max_json_depth: config.limits.max_json_depth,
-            queue: config.limits.max_in_flight,
-            shutdown_deadline: Duration::from_secs(10),
-        }
-    }
-}
 
 /// How a shutdown went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -470,6 +450,7 @@ fn cors(origin: Option<HeaderValue>, mut response: Response) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ListenConfig;
 
     fn settings(path: &str, routes: &[&str]) -> ServerSettings {
         ServerSettings {

@@ -11,56 +11,24 @@
 //! The edge checks, body limit and `max_sessions` are the Streamable HTTP
 //! listener's.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+mod sessions;
+
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{request::Parts, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use self::sessions::LegacySession;
+pub(crate) use self::sessions::LegacyTable;
 use crate::jsonrpc::{codes, peek_frame_within, PeekError};
 use crate::transport::http::server::{
     accepts, content_type_is_json, may_use, method_not_allowed, one_line, read_body, rejection,
     sse_body, sse_named, sse_response, with_body_digest, DropGuard, Principal, Shared, Started,
 };
 use crate::transport::LineFrame;
-
-type FrameSender = mpsc::Sender<std::io::Result<LineFrame>>;
-
-struct LegacySession {
-    route: Arc<str>,
-    principal: Option<Principal>,
-    frames: FrameSender,
-    ended: CancellationToken,
-}
-
-/// Open legacy sessions by id.
-#[derive(Default)]
-pub(crate) struct LegacyTable {
-    map: Mutex<HashMap<String, LegacySession>>,
-}
-
-impl LegacyTable {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, LegacySession>> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn remove(&self, id: &str) {
-        if let Some(session) = self.lock().remove(id) {
-            session.ended.cancel();
-        }
-    }
-
-    /// Ends every legacy session (shutdown).
-    pub(crate) fn close_all(&self) {
-        for (_, session) in self.lock().drain() {
-            session.ended.cancel();
-        }
-    }
-}
 
 /// `GET <endpoint>/sse`: a new session and its one stream.
 pub(crate) async fn open(

@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::transport::client_tls::TlsError;
+
 /// A transport failure, classified so the caller can tell the causes apart
 /// (for metrics, audit and operator messages); every variant means "no reply
 /// arrived", so each one leads to the session's failure posture.
@@ -80,6 +82,15 @@ pub enum TransportError {
     /// unique among calls in flight.
     #[error("a call with JSON-RPC id {0} is already waiting")]
     DuplicateId(String),
+}
+
+impl From<TlsError> for TransportError {
+    fn from(err: TlsError) -> Self {
+        match err {
+            TlsError::Config(reason) => TransportError::Config(reason),
+            TlsError::Pem { what, path, reason } => TransportError::Pem { what, path, reason },
+        }
+    }
 }
 
 impl From<std::io::Error> for TransportError {

@@ -22,7 +22,7 @@ pub mod stdio;
 pub mod tls;
 
 #[cfg(test)]
-mod test_pki;
+use crate::transport::client_tls::test_pki;
 #[cfg(test)]
 mod test_server;
 

@@ -14,7 +14,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::Url;
 
 use crate::config::UpstreamConfig;
-use crate::guardian::remote::transport::{TlsSettings, TransportError};
+use crate::transport::client_tls::{TlsError, TlsSettings};
 use crate::transport::upstream::UpstreamError;
 
 /// How long a TCP (and TLS) connect may take.
@@ -104,8 +104,9 @@ pub(crate) fn configured_headers(config: &UpstreamConfig) -> Result<HeaderMap, S
     Ok(headers)
 }
 
-/// The rustls client configuration for `target` (the Guardian's TLS
-/// setup: public roots, `ca_file`, optional client certificate, ring).
+/// The rustls client configuration for `target` (the same client TLS as
+/// the Guardian's: public roots, `ca_file`, optional client certificate,
+/// ring).
 /// TLS settings on a plain `http://`/`ws://` URL are refused, since they
 /// would silently do nothing.
 pub(crate) fn tls_config(
@@ -123,7 +124,7 @@ pub(crate) fn tls_config(
         );
     }
     settings.client_config().map_err(|err| match err {
-        TransportError::Config(reason) => target.error(reason),
+        TlsError::Config(reason) => target.error(reason),
         other => target.error(other),
     })
 }

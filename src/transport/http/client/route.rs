@@ -22,9 +22,8 @@
 //! answered within [`REACHED_RECENTLY`], and made again after any request
 //! could not reach it.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::net::{self, Target};
@@ -115,32 +114,6 @@ impl RouteClient {
     }
 }
 
-/// The clients of every network route, each built when its first session
-/// starts and kept for the life of the process (routes are fixed by the
-/// configuration).
-#[derive(Default)]
-pub struct RouteClients {
-    routes: Mutex<HashMap<String, Arc<RouteClient>>>,
-}
-
-impl RouteClients {
-    /// The client of `config`'s route, built on first use. A failure is
-    /// not kept: the next session tries again (and reports it again).
-    pub(crate) fn get(
-        &self,
-        config: &UpstreamConfig,
-        transport: UpstreamTransport,
-    ) -> Result<Arc<RouteClient>, UpstreamError> {
-        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(client) = routes.get(&config.name) {
-            return Ok(client.clone());
-        }
-        let client = Arc::new(RouteClient::new(config, transport)?);
-        routes.insert(config.name.clone(), client.clone());
-        Ok(client)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,26 +123,6 @@ mod tests {
         config.name = name.into();
         config.url = Some(url.into());
         config
-    }
-
-    #[test]
-    fn sessions_of_a_route_share_one_client() {
-        let clients = RouteClients::default();
-        let http = UpstreamTransport::StreamableHttp;
-        let a = clients.get(&config("a", "http://127.0.0.1:9/mcp"), http);
-        let again = clients.get(&config("a", "http://127.0.0.1:9/mcp"), http);
-        let b = clients.get(&config("b", "http://127.0.0.1:9/mcp"), http);
-        let (a, again, b) = (a.unwrap(), again.unwrap(), b.unwrap());
-        assert!(Arc::ptr_eq(&a, &again));
-        assert!(!Arc::ptr_eq(&a, &b));
-    }
-
-    #[test]
-    fn a_failed_build_is_not_kept() {
-        let clients = RouteClients::default();
-        let http = UpstreamTransport::StreamableHttp;
-        assert!(clients.get(&config("a", "ftp://x/"), http).is_err());
-        assert!(clients.get(&config("a", "http://x/"), http).is_ok());
     }
 
     #[tokio::test]

@@ -24,16 +24,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::http::{header, request::Parts, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 pub(crate) use self::request::{accepts, content_type_is_json, one_line, read_body, Accepts};
 use self::tokens::bearer;
 pub(crate) use self::tokens::{file_stamp, TokenFile};
 
 use super::principal::Principal;
-use super::refusals::Refusal;
+use super::responses::rejection;
 use crate::config::ListenConfig;
-use crate::jsonrpc::{codes, error_response, RequestId};
 
 /// A refused request's answer (boxed: responses are large).
 pub(crate) type Refused = Box<Response>;
@@ -192,50 +191,6 @@ fn is_loopback_origin(origin: &str) -> bool {
         }
         _ => false,
     }
-}
-
-/// An HTTP error whose body is an id-less JSON-RPC error.
-pub(crate) fn rejection(status: StatusCode, message: &str) -> Response {
-    let code = if status.is_server_error() {
-        codes::INTERNAL_ERROR
-    } else {
-        codes::INVALID_REQUEST
-    };
-    json_error(status, None, code, message)
-}
-
-/// An HTTP error carrying a JSON-RPC error body, marked as a refusal for
-/// the edge audit chain.
-pub(crate) fn json_error(
-    status: StatusCode,
-    id: Option<&RequestId>,
-    code: i64,
-    message: &str,
-) -> Response {
-    json_error_with_data(status, id, code, message, None)
-}
-
-/// An HTTP error carrying a JSON-RPC error body with `data`, marked as a
-/// refusal for the edge audit chain.
-pub(crate) fn json_error_with_data(
-    status: StatusCode,
-    id: Option<&RequestId>,
-    code: i64,
-    message: &str,
-    data: Option<serde_json::Value>,
-) -> Response {
-    let mut response = (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        error_response(id, code, message, data),
-    )
-        .into_response();
-    response.extensions_mut().insert(Refusal {
-        message: message.to_owned(),
-        mcp_id: id.map(RequestId::to_value),
-        body_digest: None,
-    });
-    response
 }
 
 #[cfg(test)]

@@ -15,6 +15,10 @@ use super::events::SESSION_HEADER;
 use crate::jsonrpc::Message;
 use crate::transport::http::metadata::{is_stateless, META_VERSION, PROTOCOL_VERSION};
 
+/// Protocol revisions the session era serves, oldest first.
+pub(crate) const SUPPORTED_VERSIONS: [&str; 4] =
+    ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
 /// Whether the request's `MCP-Protocol-Version` names a stateless revision.
 pub(crate) fn announces_stateless(headers: &HeaderMap) -> bool {
     headers

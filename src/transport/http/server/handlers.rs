@@ -41,20 +41,16 @@ use axum::http::{header, request::Parts, HeaderMap, HeaderValue, Method, StatusC
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
-use super::edge::{self, json_error, rejection, Refused};
-use super::era;
+use super::edge::{self, Refused};
+use super::era::{self, SUPPORTED_VERSIONS};
 use super::events::{self, SESSION_HEADER};
 use super::principal::{may_use, Principal};
-use super::refusals::with_body_digest;
+use super::responses::{json_error, method_not_allowed, rejection, with_body_digest};
 use super::routing::{cancelled_request, AttachError, Mode, Opened, PostedRequest, STANDALONE};
 use super::session::{execute, HttpSession};
 use super::shared::Shared;
 use super::stateless;
 use crate::jsonrpc::{codes, peek_frame_within, Frame, Message, MessageKind, PeekError};
-
-/// Protocol revisions the session era serves, oldest first.
-pub(crate) const SUPPORTED_VERSIONS: [&str; 4] =
-    ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
 /// How long DELETE waits for the session's audit chain to be sealed.
 const SEAL_WAIT: Duration = Duration::from_secs(5);
@@ -77,15 +73,6 @@ pub(crate) async fn endpoint(
         Method::DELETE => delete(&shared, &route, &parts).await,
         _ => method_not_allowed("GET, POST, DELETE"),
     }
-}
-
-/// 405 naming what is allowed.
-pub(crate) fn method_not_allowed(allow: &'static str) -> Response {
-    let mut response = rejection(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
-    response
-        .headers_mut()
-        .insert(header::ALLOW, HeaderValue::from_static(allow));
-    response
 }
 
 /// The session a request names: 400 without an id, 404 for an unknown

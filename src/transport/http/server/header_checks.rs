@@ -21,7 +21,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{json, Value};
 
-use super::edge::json_error_with_data;
+use super::responses::json_error_with_data;
 use crate::jsonrpc::{codes, RequestId};
 use crate::transport::http::metadata::encoding::decode;
 use crate::transport::http::metadata::expected::{name_field, Expected};

@@ -22,46 +22,18 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::responses::Refusal;
 use crate::audit::{AuditChain, AuditLog, AuditRecord, ENFORCEMENT_STEP_TYPE};
 use crate::enforce::Action;
 use crate::guardian::DecisionSource;
-use crate::jcs::sha256_hex;
 use crate::metrics::METRICS;
 use crate::session::Direction;
 
 /// Refusals that may wait for the audit writer.
 const QUEUE: usize = 256;
-
-/// Why the listener refused a request, attached to its response by the
-/// code that refused it.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Refusal {
-    /// The error message the client was given.
-    pub(crate) message: String,
-    /// The JSON-RPC id of the refused message, when one was read.
-    pub(crate) mcp_id: Option<Value>,
-    /// SHA-256 (hex) of the refused body, when it was read.
-    pub(crate) body_digest: Option<String>,
-}
-
-/// Marks `response` as refusing a body, recording the body's digest.
-pub(crate) fn with_body_digest(mut response: Response, body: &[u8]) -> Response {
-    let digest = sha256_hex(body);
-    match response.extensions_mut().get_mut::<Refusal>() {
-        Some(refusal) => refusal.body_digest = Some(digest),
-        None => {
-            response.extensions_mut().insert(Refusal {
-                body_digest: Some(digest),
-                ..Refusal::default()
-            });
-        }
-    }
-    response
-}
 
 /// One refused request, as queued for the edge chain.
 struct Refused {
@@ -217,9 +189,12 @@ async fn append(chain: &AuditChain, record: AuditRecord) {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
     use crate::audit::{verify_file, AuditSettings, FsyncMode};
-    use crate::transport::http::server::edge::{json_error, rejection};
+    use crate::jcs::sha256_hex;
+    use crate::transport::http::server::responses::{json_error, rejection, with_body_digest};
 
     fn open(dir: &tempfile::TempDir) -> (AuditLog, std::path::PathBuf) {
         let path = dir.path().join("audit.jsonl");

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::events::{self, DropGuard};
 use super::principal::Principal;
 use super::routing::{cancellation, Attachment, Dispatch, ReplayLimits, Routes};
-use super::shared::{FrameSender, Started};
+use super::start::{FrameSender, Started};
 use crate::jsonrpc::{codes, error_response};
 use crate::transport::writer::FrameReceiver;
 use crate::transport::LineFrame;

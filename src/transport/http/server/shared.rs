@@ -5,26 +5,20 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use axum::http::StatusCode;
-use axum::response::Response;
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::edge::{json_error, Edge};
+use super::edge::Edge;
 use super::refusals::EdgeLog;
 use super::session::SessionTable;
-use super::ServerSettings;
-use crate::jsonrpc::{codes, RequestId};
-use crate::limits::{self, LimitExceeded};
+use super::settings::ServerSettings;
+use super::start::{StartError, Started};
+use crate::limits;
 use crate::transport::downstream::{Downstream, SessionStarter};
 use crate::transport::sse::server::LegacyTable;
-use crate::transport::writer::{FrameReceiver, FrameWriter};
-use crate::transport::LineFrame;
-
-/// Sends the agent's frames into a session.
-pub(crate) type FrameSender = mpsc::Sender<std::io::Result<LineFrame>>;
+use crate::transport::writer::FrameWriter;
 
 /// State shared by every endpoint of one listener.
 pub(crate) struct Shared {
@@ -39,53 +33,6 @@ pub(crate) struct Shared {
     pub(crate) tracker: TaskTracker,
     /// Fired when the listener stops accepting: no new sessions.
     pub(crate) stopping: CancellationToken,
-}
-
-/// A session just started: its two directions, as the transport sees them.
-pub(crate) struct Started {
-    /// Frames from the agent, into the relay; dropping it ends the session.
-    pub(crate) frames: FrameSender,
-    /// Frames the relay sends to the agent.
-    pub(crate) outgoing: FrameReceiver,
-    /// Fired once the relay session has ended and sealed its audit chain.
-    pub(crate) sealed: CancellationToken,
-}
-
-/// Why a session could not start.
-#[derive(Debug)]
-pub(crate) enum StartError {
-    /// `max_sessions` are open.
-    Busy(LimitExceeded),
-    /// The listener is shutting down.
-    ShuttingDown,
-    /// The route's upstream could not be reached.
-    Upstream(String),
-}
-
-impl StartError {
-    /// 503 or 502 with a JSON-RPC error body (echoing `id` when known).
-    pub(crate) fn response(&self, route: &str, id: Option<&RequestId>) -> Response {
-        match self {
-            StartError::Busy(limit) => json_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                id,
-                limit.code(),
-                &limit.to_string(),
-            ),
-            StartError::ShuttingDown => json_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                id,
-                codes::INTERNAL_ERROR,
-                "the proxy is shutting down",
-            ),
-            StartError::Upstream(reason) => json_error(
-                StatusCode::BAD_GATEWAY,
-                id,
-                codes::UPSTREAM_UNAVAILABLE,
-                &format!("the upstream server of route {route:?} cannot be reached: {reason}"),
-            ),
-        }
-    }
 }
 
 /// One of `max_sessions`, released when the relay session has ended.

@@ -34,11 +34,13 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::edge::{json_error, Accepts};
+use super::edge::Accepts;
+use super::era::SUPPORTED_VERSIONS;
 use super::events::{self, DropGuard};
-use super::handlers::SUPPORTED_VERSIONS;
 use super::header_checks;
-use super::shared::{FrameSender, Shared};
+use super::responses::json_error;
+use super::shared::Shared;
+use super::start::FrameSender;
 use crate::jsonrpc::{codes, peek_frame, Frame, Message, MessageKind, RequestId};
 use crate::transport::writer::FrameReceiver;
 use crate::transport::LineFrame;

@@ -10,7 +10,7 @@ use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 
-use super::rejection;
+use super::super::responses::rejection;
 
 /// How long a client may take to send a request body.
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);

@@ -13,7 +13,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 
-use super::tls::TlsSettings;
+use super::TlsSettings;
 
 /// The generated material; the files live as long as this value.
 pub(crate) struct TestPki {
