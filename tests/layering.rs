@@ -23,7 +23,6 @@ fn repo_layers() -> Layers {
 }
 
 #[test]
-#[ignore = "the import cycles and upward imports it names are being removed"]
 fn src_follows_the_layers_of_layers_toml() {
     let violations = check(&repo_root().join("src"), &repo_layers()).expect("read src");
     let report: Vec<String> = violations.iter().map(ToString::to_string).collect();
