@@ -1,7 +1,6 @@
 //! Why a Guardian transport could not be built, or why one call produced no
 //! reply.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::transport::client_tls::TlsError;
@@ -18,16 +17,10 @@ pub enum TransportError {
     /// certificate without its key.
     #[error("invalid Guardian transport settings: {0}")]
     Config(String),
-    /// A certificate or key file could not be read or holds nothing usable.
-    #[error("cannot load the {what} from {}: {reason}", path.display())]
-    Pem {
-        /// Which file it was meant to be ("CA file", "client key", ...).
-        what: &'static str,
-        /// The file, so the operator knows which one to fix.
-        path: PathBuf,
-        /// What was wrong with it.
-        reason: String,
-    },
+    /// A certificate or key file could not be read or holds nothing usable
+    /// (the TLS settings' own error, which names the file).
+    #[error(transparent)]
+    TlsFile(TlsError),
     /// The Guardian program could not be started.
     #[error("cannot start the Guardian `{program}`: {source}")]
     Spawn {
@@ -88,7 +81,7 @@ impl From<TlsError> for TransportError {
     fn from(err: TlsError) -> Self {
         match err {
             TlsError::Config(reason) => TransportError::Config(reason),
-            TlsError::Pem { what, path, reason } => TransportError::Pem { what, path, reason },
+            pem @ TlsError::Pem { .. } => TransportError::TlsFile(pem),
         }
     }
 }
