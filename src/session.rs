@@ -22,7 +22,7 @@ use crate::enforce::approval::DeferralBudget;
 use crate::guardian::Decided;
 use crate::guardian::{Guardian, Negotiated};
 use crate::hooks::agbom::{Inventory, ListKind};
-use crate::hooks::{HookRequest, Metadata};
+use crate::hooks::{HookRequest, Identity, Metadata};
 use crate::jsonrpc::RequestId;
 use crate::limits::{LimitExceeded, RequestBudget};
 use crate::transport::writer::FrameWriter;
@@ -286,6 +286,8 @@ pub struct Session {
     pub audit: AuditChain,
     /// The downstream transport (`stdio`, `http`, `ws`, `sse`).
     pub transport: &'static str,
+    /// Who opened the session, when the downstream side authenticated it.
+    pub identity: Option<Arc<Identity>>,
     /// The upstream route name.
     pub upstream: String,
     /// The upstream as a URI, for the AgBOM.
@@ -322,6 +324,7 @@ impl Session {
         let upstream = upstream.name.clone();
         Self {
             transport,
+            identity: None,
             config,
             session_id,
             metadata: OnceLock::new(),
@@ -345,6 +348,12 @@ impl Session {
     /// Counts the agent's requests in flight against `budget`.
     pub fn with_request_budget(mut self, budget: Arc<RequestBudget>) -> Self {
         self.client_pending = PendingTable::limited(budget);
+        self
+    }
+
+    /// Binds the session to the caller the downstream side authenticated.
+    pub fn with_identity(mut self, identity: Option<Arc<Identity>>) -> Self {
+        self.identity = identity;
         self
     }
 
@@ -374,6 +383,7 @@ impl Session {
                 .unwrap_or_else(|| "unknown-agent".into()),
             session_id: self.session_id,
             environment: self.config.hooks.environment.clone(),
+            user: self.identity.clone(),
         })
     }
 

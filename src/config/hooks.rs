@@ -17,6 +17,16 @@ pub struct HooksConfig {
     /// `metadata.environment` (development | staging | production).
     #[serde(default)]
     pub environment: Option<String>,
+    /// Over stdio, the caller's `user_context.user_id`; by default the OS
+    /// user running the proxy (a `posix_uid` identity).
+    #[serde(default)]
+    pub user_id: Option<String>,
+    /// Over stdio, the caller's `user_context.roles`.
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// Over stdio, the caller's tenant (`params.tenant_id`).
+    #[serde(default)]
+    pub tenant: Option<String>,
     /// Fetch the server's tools, prompts and resources right after
     /// `initialize` so `agbom/snapshot` describes the whole inventory before
     /// the agent's first content-bearing message.
@@ -34,6 +44,9 @@ impl Default for HooksConfig {
             tools_call: ToolsCallHooks::default(),
             agent_id: None,
             environment: None,
+            user_id: None,
+            roles: Vec::new(),
+            tenant: None,
             inventory: true,
             inventory_timeout_ms: default_inventory_timeout_ms(),
         }

@@ -7,6 +7,7 @@ use uuid::fmt::Hyphenated;
 use uuid::Uuid;
 
 use super::clock::now_rfc3339;
+use super::identity::Identity;
 use crate::jcs::{self, HashSink, JcsError, Sink};
 
 /// The ACS version this proxy speaks.
@@ -25,9 +26,16 @@ pub struct Metadata {
     pub session_id: Uuid,
     /// `development` | `staging` | `production`, when configured.
     pub environment: Option<String>,
+    /// Who is calling: `metadata.user_context` and `params.tenant_id`.
+    pub user: Option<Arc<Identity>>,
 }
 
 impl Metadata {
+    /// `params.tenant_id`: the caller's tenant, when it has one.
+    pub fn tenant(&self) -> Option<&str> {
+        self.user.as_deref().and_then(|user| user.tenant.as_deref())
+    }
+
     fn to_value(&self) -> Value {
         let mut map = Map::new();
         map.insert("agent_id".into(), Value::from(self.agent_id.as_str()));
@@ -43,8 +51,27 @@ impl Metadata {
         if let Some(environment) = &self.environment {
             map.insert("environment".into(), Value::from(environment.as_str()));
         }
+        if let Some(user) = &self.user {
+            map.insert("user_context".into(), user.user_context());
+        }
         Value::Object(map)
     }
+}
+
+/// `,"user_context":{…}` in canonical member order.
+fn write_canonical_user_context<S: Sink>(sink: &mut S, user: &Identity) {
+    sink.put(b",\"user_context\":{\"authentication_method\":");
+    jcs::write_str(sink, user.descriptor.authentication_method());
+    sink.put(b",\"roles\":[");
+    for (index, role) in user.roles.iter().enumerate() {
+        if index > 0 {
+            sink.put(b",");
+        }
+        jcs::write_str(sink, role);
+    }
+    sink.put(b"],\"user_id\":");
+    jcs::write_str(sink, &user.user_id);
+    sink.put(b"}");
 }
 
 /// One hook invocation: a method, a fresh `request_id`, when it fired, and
@@ -83,13 +110,17 @@ impl HookRequest {
 
     /// The envelope's `params` (§3): the object `request_hash` is computed over.
     pub fn params(&self, metadata: &Metadata) -> Value {
-        json!({
+        let mut params = json!({
             "acs_version": ACS_VERSION,
             "request_id": self.request_id.to_string(),
             "timestamp": self.timestamp,
             "metadata": metadata.to_value(),
             "payload": &*self.payload,
-        })
+        });
+        if let Some(tenant) = metadata.tenant() {
+            params["tenant_id"] = Value::from(tenant);
+        }
+        params
     }
 
     /// The lowercase hex SHA-256 of the JCS form of [`Self::params`]: the
@@ -129,6 +160,9 @@ impl HookRequest {
             sink,
             Hyphenated::from_uuid(metadata.session_id).encode_lower(&mut uuid),
         );
+        if let Some(user) = &metadata.user {
+            write_canonical_user_context(sink, user);
+        }
         sink.put(b"},\"payload\":");
         jcs::write_value(sink, &self.payload)?;
         sink.put(b",\"request_id\":");
@@ -136,6 +170,10 @@ impl HookRequest {
             sink,
             Hyphenated::from_uuid(self.request_id).encode_lower(&mut uuid),
         );
+        if let Some(tenant) = metadata.tenant() {
+            sink.put(b",\"tenant_id\":");
+            jcs::write_str(sink, tenant);
+        }
         sink.put(b",\"timestamp\":");
         jcs::write_str(sink, &self.timestamp);
         sink.put(b"}");
@@ -156,14 +194,34 @@ impl HookRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hooks::identity::IdentityDescriptor;
 
     #[test]
     fn params_digest_is_the_digest_of_params() {
-        for environment in [None, Some("production".to_owned())] {
+        let user = Arc::new(Identity {
+            user_id: "alice \u{e9}".into(),
+            roles: vec!["b".into(), "a\"".into()],
+            tenant: Some("acme".into()),
+            descriptor: IdentityDescriptor::ApiToken {
+                name: "alice".into(),
+            },
+        });
+        let no_roles = Arc::new(Identity {
+            roles: Vec::new(),
+            tenant: None,
+            ..(*user).clone()
+        });
+        let cases = [
+            (None, None),
+            (Some("production".to_owned()), Some(user)),
+            (None, Some(no_roles)),
+        ];
+        for (environment, user) in cases {
             let metadata = Metadata {
                 agent_id: "agent \"x\"".into(),
                 session_id: Uuid::new_v4(),
                 environment,
+                user,
             };
             let payload = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                 "params": {"name": "echo", "arguments": {"z": 1.50, "a": "\u{1f600}"}}});
@@ -177,6 +235,7 @@ mod tests {
             agent_id: "a".into(),
             session_id: Uuid::nil(),
             environment: None,
+            user: None,
         };
         let hostile: Value = serde_json::from_str(r#"{"n": 1e400}"#).unwrap();
         let hook = HookRequest::new("steps/toolCallRequest", hostile, None);
@@ -192,6 +251,7 @@ mod tests {
             agent_id: "agent".into(),
             session_id: Uuid::new_v4(),
             environment: None,
+            user: None,
         };
         let hook = HookRequest::new("steps/sessionStart", json!({}), None);
         let envelope = hook.envelope(1, &metadata);

@@ -13,12 +13,14 @@ pub mod agbom;
 mod clock;
 pub mod decision;
 mod envelope;
+pub mod identity;
 pub mod lifecycle;
 pub mod mcp;
 pub mod tool_call;
 
 pub use clock::now_rfc3339;
 pub use envelope::{HookRequest, Metadata, ACS_VERSION, PLATFORM};
+pub use identity::{Identity, IdentityDescriptor};
 
 /// `steps/sessionStart`.
 pub const SESSION_START: &str = "steps/sessionStart";

@@ -63,6 +63,7 @@ async fn start(session: &Session, first: &Frame) {
         agent_id: agent_id(session, client_info.as_ref()),
         session_id: session.session_id,
         environment: session.config.hooks.environment.clone(),
+        user: session.identity.clone(),
     });
     if let Some(refusal) = handshake(session, protocol_version.as_deref()).await {
         refuse(session, refusal).await;

@@ -74,7 +74,8 @@ pub async fn run_session(
             session_id,
             writers,
         )
-        .with_request_budget(context.requests.clone()),
+        .with_request_budget(context.requests.clone())
+        .with_identity(downstream.identity.clone()),
     );
     let active = METRICS
         .sessions_active

@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::guardian::Guardian;
 use crate::limits::RequestBudget;
 use crate::transport::downstream::Downstream;
-use crate::transport::stdio::StdioDownstream;
+use crate::transport::stdio::{self, StdioDownstream};
 use crate::transport::upstream::{self, UpstreamError};
 
 /// Runs the one stdio session to completion.
@@ -42,6 +42,7 @@ pub async fn run_stdio(
         writer: stdio.writer.clone(),
         transport: "stdio",
         upstream_headers: Vec::new(),
+        identity: Some(Arc::new(stdio::caller(&config.hooks))),
     };
     let stop = CancellationToken::new();
     tokio::spawn(stop_on_signal(stop.clone()));

@@ -3,11 +3,14 @@
 //! session and hands its two directions to a [`SessionStarter`], without
 //! knowing what the relay does with them.
 
+use std::sync::Arc;
+
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 
 use super::line::LineFrame;
 use super::writer::FrameWriter;
+use crate::hooks::Identity;
 use crate::limits::LimitExceeded;
 
 /// The agent's side of one session.
@@ -22,6 +25,9 @@ pub struct Downstream {
     /// the `Mcp-Param-*` of a 2026-07-28 request the proxy could not check
     /// (intermediaries must forward those they do not recognise).
     pub upstream_headers: Vec<(String, String)>,
+    /// Who the listener authenticated (over stdio: the OS or configured
+    /// user); `None` when the listener asks for no credential.
+    pub identity: Option<Arc<Identity>>,
 }
 
 /// A running session, as a listener sees it.

@@ -28,6 +28,10 @@ use tokio::net::unix::pipe;
 use tokio::net::UnixStream;
 use tokio_util::codec::FramedRead;
 
+mod caller;
+
+pub use self::caller::caller;
+
 use super::line::LineCodec;
 use super::writer::FrameWriter;
 

@@ -48,7 +48,10 @@ pub(crate) async fn open(
     }
     let Started {
         frames, outgoing, ..
-    } = match shared.start_session(&route, "sse", Vec::new()).await {
+    } = match shared
+        .start_session(&route, "sse", Vec::new(), parts.extensions.get())
+        .await
+    {
         Ok(started) => started,
         Err(err) => return err.response(&route, None),
     };
@@ -58,7 +61,7 @@ pub(crate) async fn open(
         id.clone(),
         LegacySession {
             route,
-            principal: parts.extensions.get::<Principal>().copied(),
+            principal: parts.extensions.get::<Principal>().cloned(),
             frames,
             ended: ended.clone(),
         },

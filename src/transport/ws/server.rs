@@ -45,7 +45,10 @@ pub(crate) async fn upgrade(shared: Arc<Shared>, route: Arc<str>, mut parts: Par
         );
     }
     let upgrade = upgrade.protocols([SUBPROTOCOL]);
-    let started = match shared.start_session(&route, "ws", Vec::new()).await {
+    let started = match shared
+        .start_session(&route, "ws", Vec::new(), parts.extensions.get())
+        .await
+    {
         Ok(started) => started,
         Err(StartError::Busy(limit)) => {
             return upgrade.on_upgrade(move |socket| refuse(socket, limit.to_string()))

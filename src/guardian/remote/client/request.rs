@@ -222,6 +222,7 @@ mod tests {
             agent_id: "agent \"q\"\n".into(),
             session_id: Uuid::new_v4(),
             environment: environment.map(str::to_owned),
+            user: None,
         }
     }
 

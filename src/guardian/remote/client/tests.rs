@@ -53,6 +53,7 @@ impl Fixture {
             agent_id: "unit".into(),
             session_id: Uuid::new_v4(),
             environment: None,
+            user: None,
         };
         let secret = SigningSecret::from_bytes(SECRET.to_vec()).unwrap();
         let key = SessionKey::derive(&secret, &metadata.session_id.to_string());

@@ -166,11 +166,14 @@ async fn post(shared: &Arc<Shared>, route: Arc<str>, parts: &Parts, body: Body) 
         if let Err(response) = check_version(headers, None) {
             return *response;
         }
-        match shared.start_session(&route, "http", Vec::new()).await {
-            Ok(started) => {
-                let principal = parts.extensions.get::<Principal>().copied();
-                shared.http.create(route.clone(), principal, started)
-            }
+        let principal = parts.extensions.get::<Principal>();
+        match shared
+            .start_session(&route, "http", Vec::new(), principal)
+            .await
+        {
+            Ok(started) => shared
+                .http
+                .create(route.clone(), principal.cloned(), started),
             Err(err) => return err.response(&route, messages[0].id.as_ref()),
         }
     };

@@ -1,32 +1,54 @@
 //! Who authenticated a request, so a session serves only the client that
-//! opened it.
+//! opened it, and its hooks say who that is.
 //!
-//! With `auth_tokens_file`, the principal is the bearer token, kept as its
-//! SHA-256 digest (the token itself is never stored or printed). A session
-//! remembers the principal of its `initialize`; a request naming the
-//! session with another token (or none) is answered 404, exactly as for an
-//! unknown id, so session ids cannot be probed across principals. Without
-//! bearer auth every request has no principal and sessions are bound only
-//! by their unguessable id.
+//! A session remembers the principal of its `initialize`; a request naming
+//! the session as another principal (or as none) is answered 404, exactly
+//! as for an unknown id, so session ids cannot be probed across
+//! principals. The same principal presenting a fresh credential (a
+//! refreshed OAuth token) keeps its session. Without authentication every
+//! request has no principal and sessions are bound only by their
+//! unguessable id.
 
 use std::fmt;
+use std::sync::Arc;
 
 use subtle::ConstantTimeEq;
 
-/// The authenticated identity of a request: its token's SHA-256 digest.
-#[derive(Clone, Copy)]
-pub(crate) struct Principal([u8; 32]);
+use crate::hooks::Identity;
+
+/// The authenticated caller of a request.
+#[derive(Clone)]
+pub(crate) struct Principal {
+    /// What sessions are bound to, compared in constant time.
+    key: [u8; 32],
+    identity: Arc<Identity>,
+}
 
 impl Principal {
-    /// The principal a bearer token with this digest authenticates.
-    pub(crate) fn from_token_digest(digest: [u8; 32]) -> Self {
-        Self(digest)
+    /// The principal `identity` names, bound by its
+    /// [`Identity::binding_key`].
+    pub(crate) fn new(identity: Identity) -> Self {
+        Self::with_key(identity.binding_key(), identity)
+    }
+
+    /// A principal bound by `key` rather than by its name: an unnamed
+    /// static token is bound by its own digest.
+    pub(crate) fn with_key(key: [u8; 32], identity: Identity) -> Self {
+        Self {
+            key,
+            identity: Arc::new(identity),
+        }
+    }
+
+    /// Who the caller is, for the session's hooks.
+    pub(crate) fn identity(&self) -> &Arc<Identity> {
+        &self.identity
     }
 }
 
 impl PartialEq for Principal {
     fn eq(&self, other: &Self) -> bool {
-        self.0.ct_eq(&other.0).into()
+        self.key.ct_eq(&other.key).into()
     }
 }
 
@@ -34,7 +56,9 @@ impl Eq for Principal {}
 
 impl fmt::Debug for Principal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Principal(…)")
+        f.debug_tuple("Principal")
+            .field(&self.identity.user_id)
+            .finish()
     }
 }
 
@@ -51,15 +75,30 @@ pub(crate) fn may_use(owner: Option<&Principal>, presented: Option<&Principal>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hooks::IdentityDescriptor;
+
+    fn token(name: &str) -> Identity {
+        Identity {
+            user_id: name.into(),
+            roles: Vec::new(),
+            tenant: None,
+            descriptor: IdentityDescriptor::ApiToken { name: name.into() },
+        }
+    }
 
     #[test]
     fn sessions_are_bound_to_their_principal() {
-        let alpha = Principal::from_token_digest([1; 32]);
-        let beta = Principal::from_token_digest([2; 32]);
+        let alpha = Principal::new(token("alpha"));
+        let beta = Principal::new(token("beta"));
         assert!(may_use(Some(&alpha), Some(&alpha)));
         assert!(!may_use(Some(&alpha), Some(&beta)));
         assert!(!may_use(Some(&alpha), None));
         assert!(may_use(None, None));
-        assert_eq!(format!("{alpha:?}"), "Principal(…)");
+        assert_eq!(format!("{alpha:?}"), "Principal(\"alpha\")");
+        let unnamed = Principal::with_key([1; 32], token("token-1"));
+        assert!(!may_use(
+            Some(&unnamed),
+            Some(&Principal::new(token("token-1")))
+        ));
     }
 }

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::edge::Edge;
+use super::principal::Principal;
 use super::refusals::EdgeLog;
 use super::session::SessionTable;
 use super::settings::ServerSettings;
@@ -81,12 +82,13 @@ impl Shared {
 
     /// Starts a relay session on `route` for an accepted downstream session.
     /// `upstream_headers` go on to the route's upstream with every request
-    /// of the session.
+    /// of the session; its hooks name `principal` as the caller.
     pub(crate) async fn start_session(
         &self,
         route: &str,
         transport: &'static str,
         upstream_headers: Vec<(String, String)>,
+        principal: Option<&Principal>,
     ) -> Result<Started, StartError> {
         if self.stopping.is_cancelled() {
             return Err(StartError::ShuttingDown);
@@ -108,6 +110,7 @@ impl Shared {
             writer,
             transport,
             upstream_headers,
+            identity: principal.map(|p| p.identity().clone()),
         };
         let handle = self
             .starter

@@ -74,7 +74,7 @@ pub(crate) async fn post(
         Err(err) => return err.response(message.id.as_ref()),
     };
     let started = match shared
-        .start_session(&route, "http", checked.unrecognized)
+        .start_session(&route, "http", checked.unrecognized, parts.extensions.get())
         .await
     {
         Ok(started) => started,
