@@ -14,6 +14,8 @@ pub mod faults;
 
 pub mod pairs;
 
+pub mod oauth;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};

@@ -1,0 +1,71 @@
+// A real OAuth 2.1 authorization server for the identity tests:
+// oauth2-mock-server (signed JWTs, JWKS, discovery, the token endpoint)
+// on 127.0.0.1, driven over stdin.
+//
+//   node oauth_server.mjs PORT
+//
+// Prints one JSON line {"issuer": URL} when listening, then answers one
+// JSON command per stdin line with one JSON line on stdout:
+//   {"cmd": "token", "kid"?, "expires_in"?, "claims"?: {...}}  -> {"token": JWT}
+//   {"cmd": "generate", "alg": "RS256", "kid": "k2", "crv"?}   -> {"kid": "k2"}
+//   {"cmd": "jwks"}                                             -> {"keys": [...]}
+// Tokens issued by POST /token carry the claims set with
+//   {"cmd": "claims", "claims": {...}}                          -> {"ok": true}
+// merged into every later token (client-credentials clients such as the
+// proxy's upstream authentication use that endpoint).
+import { createInterface } from "node:readline";
+import { OAuth2Server } from "oauth2-mock-server";
+
+const port = Number(process.argv[2] ?? 0);
+const server = new OAuth2Server();
+await server.issuer.keys.generate("RS256", { kid: "k1" });
+
+let extraClaims = {};
+server.service.on("beforeTokenSigning", (token) => {
+  Object.assign(token.payload, extraClaims);
+});
+
+await server.start(port, "127.0.0.1");
+console.log(JSON.stringify({ issuer: server.issuer.url }));
+
+async function handle(command) {
+  switch (command.cmd) {
+    case "token": {
+      const token = await server.issuer.buildToken({
+        kid: command.kid,
+        expiresIn: command.expires_in,
+        scopesOrTransform: (_header, payload) => {
+          Object.assign(payload, command.claims ?? {});
+        },
+      });
+      return { token };
+    }
+    case "generate": {
+      const key = await server.issuer.keys.generate(command.alg, {
+        kid: command.kid,
+        crv: command.crv,
+      });
+      return { kid: key.kid };
+    }
+    case "jwks":
+      return { keys: server.issuer.keys.toJSON() };
+    case "claims":
+      extraClaims = command.claims ?? {};
+      return { ok: true };
+    default:
+      return { error: `unknown command ${command.cmd}` };
+  }
+}
+
+const lines = createInterface({ input: process.stdin });
+for await (const line of lines) {
+  if (!line.trim()) continue;
+  let answer;
+  try {
+    answer = await handle(JSON.parse(line));
+  } catch (err) {
+    answer = { error: String(err) };
+  }
+  console.log(JSON.stringify(answer));
+}
+await server.stop();
