@@ -55,6 +55,26 @@ pub struct Metrics {
 /// The process-wide registry.
 pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
 
+/// `acs_proxy_policy_monitored_total{decision}`: decisions a rule or policy
+/// in monitor mode reached but did not apply, by would-be disposition.
+pub static POLICY_MONITORED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    METRICS.register_counter_vec(
+        "acs_proxy_policy_monitored_total",
+        "Decisions of rules or policies in monitor mode that were recorded but not applied, by would-be decision",
+        &["decision"],
+    )
+});
+
+/// `acs_proxy_rate_limited_total{limit}`: calls refused by a
+/// `[[policy.limit]]`, by limit name (bounded by the configuration).
+pub static RATE_LIMITED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    METRICS.register_counter_vec(
+        "acs_proxy_rate_limited_total",
+        "Calls refused by a [[policy.limit]], by limit",
+        &["limit"],
+    )
+});
+
 fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let counter = IntCounterVec::new(Opts::new(name, help), labels)
         .unwrap_or_else(|err| panic!("metric {name} is malformed: {err}"));

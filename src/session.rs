@@ -25,6 +25,7 @@ use crate::hooks::agbom::{Inventory, ListKind};
 use crate::hooks::{HookRequest, Identity, Metadata};
 use crate::jsonrpc::RequestId;
 use crate::limits::{LimitExceeded, RequestBudget};
+use crate::policy::limit::Admitted;
 use crate::transport::writer::FrameWriter;
 
 /// Defined with the message formats, below every layer that records or
@@ -66,6 +67,9 @@ pub struct PendingRequest {
     pub state: PendingState,
     /// Cancels its decision or hold (a `notifications/cancelled` arrived).
     pub cancel: CancellationToken,
+    /// Its places under `[[policy.limit]]` concurrency limits, given back
+    /// when the last copy of the entry is dropped.
+    pub admitted: Option<Arc<Admitted>>,
 }
 
 /// Requests in flight from one sender, keyed by their id.
@@ -433,6 +437,7 @@ mod tests {
             step_request_id: None,
             state: PendingState::Deciding,
             cancel: CancellationToken::new(),
+            admitted: None,
         }
     }
 

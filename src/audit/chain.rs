@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::entry::ContextEntry;
+use super::monitored::Monitored;
 use super::AuditError;
 use crate::jcs::{self, HashSink, JcsError, Sink};
 
@@ -127,6 +128,9 @@ fn write_content<S: Sink>(sink: &mut S, entry: &ContextEntry) -> Result<(), JcsE
         reasoning,
         reason_codes,
         rule,
+        limit,
+        enforced,
+        monitored,
         direction,
         mcp_method,
         mcp_id,
@@ -145,22 +149,18 @@ fn write_content<S: Sink>(sink: &mut S, entry: &ContextEntry) -> Result<(), JcsE
     object.str("decision_source", decision_source.map(|s| s.as_str()));
     object.str("detail", detail.as_deref());
     object.str("direction", direction.map(|d| d.as_str()));
+    object.bool("enforced", *enforced);
     object.str("entry_id", Some(entry_id));
     object.str("guardian_chain_hash", guardian_chain_hash.as_deref());
     object.value("hook_params", hook_params.as_ref())?;
+    object.str("limit", limit.as_deref());
     object.value("mcp_id", mcp_id.as_ref())?;
     object.str("mcp_method", mcp_method.as_deref());
-    if !reason_codes.is_empty() {
-        object.key("reason_codes");
-        object.sink.put(b"[");
-        for (index, code) in reason_codes.iter().enumerate() {
-            if index > 0 {
-                object.sink.put(b",");
-            }
-            jcs::write_str(object.sink, code);
-        }
-        object.sink.put(b"]");
+    if let Some(monitored) = monitored {
+        object.key("monitored");
+        write_monitored(object.sink, monitored);
     }
+    object.strings("reason_codes", reason_codes);
     object.str("reasoning", reasoning.as_deref());
     object.str("request_hash", request_hash.as_deref());
     object.str("rule", rule.as_deref());
@@ -170,6 +170,22 @@ fn write_content<S: Sink>(sink: &mut S, entry: &ContextEntry) -> Result<(), JcsE
     object.str("timestamp", Some(timestamp));
     object.sink.put(b"}");
     Ok(())
+}
+
+/// JCS of the `monitored` member, keys in canonical order.
+fn write_monitored<S: Sink>(sink: &mut S, monitored: &Monitored) {
+    let Monitored {
+        decision,
+        rule,
+        reasoning,
+        reason_codes,
+    } = monitored;
+    let mut object = CanonicalObject::new(sink);
+    object.str("decision", Some(decision));
+    object.strings("reason_codes", reason_codes);
+    object.str("reasoning", reasoning.as_deref());
+    object.str("rule", rule.as_deref());
+    object.sink.put(b"}");
 }
 
 /// Writes the members of one object whose keys the caller gives in
@@ -199,6 +215,29 @@ impl<'a, S: Sink> CanonicalObject<'a, S> {
             self.key(key);
             jcs::write_str(self.sink, value);
         }
+    }
+
+    fn bool(&mut self, key: &str, value: Option<bool>) {
+        if let Some(value) = value {
+            self.key(key);
+            self.sink.put(if value { b"true" } else { b"false" });
+        }
+    }
+
+    /// An array of strings, skipped when empty as serde skips it.
+    fn strings(&mut self, key: &str, values: &[String]) {
+        if values.is_empty() {
+            return;
+        }
+        self.key(key);
+        self.sink.put(b"[");
+        for (index, value) in values.iter().enumerate() {
+            if index > 0 {
+                self.sink.put(b",");
+            }
+            jcs::write_str(self.sink, value);
+        }
+        self.sink.put(b"]");
     }
 
     fn value(&mut self, key: &str, value: Option<&Value>) -> Result<(), JcsError> {
@@ -344,6 +383,13 @@ mod tests {
             .reasoning("line\nbreak \u{1} é \u{1f600}")
             .reason_codes(vec!["policy_violation".into(), "custom\t".into()])
             .rule("redact-ssn")
+            .limit("per-user \"calls\"")
+            .monitored(Monitored {
+                decision: "deny".into(),
+                rule: Some("trial".into()),
+                reasoning: Some("would \u{1f600} block".into()),
+                reason_codes: vec!["b".into(), "a".into()],
+            })
             .direction(Direction::ServerToClient)
             .mcp_method("tools/call")
             .mcp_id(serde_json::json!("id-7"))

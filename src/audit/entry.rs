@@ -11,6 +11,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::monitored::Monitored;
 use crate::enforce::Action;
 use crate::guardian::DecisionSource;
 use crate::session::Direction;
@@ -59,6 +60,16 @@ pub struct ContextEntry {
     /// Name of the embedded-policy rule that matched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
+    /// Name of the `[[policy.limit]]` that refused the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
+    /// `false` when a rule or policy in monitor mode decided something that
+    /// was not applied (then in `monitored`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforced: Option<bool>,
+    /// What the monitored rule or policy would have decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitored: Option<Monitored>,
     /// Which way the MCP message was travelling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<Direction>,
@@ -112,6 +123,9 @@ mod tests {
             reasoning: None,
             reason_codes: Vec::new(),
             rule: None,
+            limit: None,
+            enforced: None,
+            monitored: None,
             direction: None,
             mcp_method: None,
             mcp_id: None,

@@ -31,6 +31,7 @@
 mod chain;
 mod entry;
 mod head;
+mod monitored;
 mod outage;
 mod outcome;
 mod queue;
@@ -49,6 +50,7 @@ use std::sync::Arc;
 
 pub use chain::{entry_hash, entry_hash_of, request_hash};
 pub use entry::{ContextEntry, ENFORCEMENT_STEP_TYPE, SESSION_END_STEP_TYPE};
+pub use monitored::Monitored;
 pub use outage::AUDIT_UNAVAILABLE_REASON;
 pub use outcome::{Action, DecisionSource};
 pub use record::AuditRecord;

@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::entry::ContextEntry;
+use super::monitored::Monitored;
 use crate::enforce::Action;
 use crate::guardian::DecisionSource;
 use crate::session::Direction;
@@ -50,6 +51,9 @@ impl AuditRecord {
                 reasoning: None,
                 reason_codes: Vec::new(),
                 rule: None,
+                limit: None,
+                enforced: None,
+                monitored: None,
                 direction: None,
                 mcp_method: None,
                 mcp_id: None,
@@ -97,6 +101,20 @@ impl AuditRecord {
     /// Sets the embedded-policy rule that matched.
     pub fn rule(mut self, rule: impl Into<String>) -> Self {
         self.entry.rule = Some(rule.into());
+        self
+    }
+
+    /// Names the `[[policy.limit]]` that refused the call.
+    pub fn limit(mut self, limit: impl Into<String>) -> Self {
+        self.entry.limit = Some(limit.into());
+        self
+    }
+
+    /// Records what a monitored rule or policy would have decided, and
+    /// that it was not enforced.
+    pub fn monitored(mut self, monitored: Monitored) -> Self {
+        self.entry.enforced = Some(false);
+        self.entry.monitored = Some(monitored);
         self
     }
 

@@ -35,13 +35,10 @@ impl Guardian for EmbeddedGuardian {
     fn decide<'a>(
         &'a self,
         hook: &'a HookRequest,
-        _metadata: &'a Metadata,
+        metadata: &'a Metadata,
     ) -> BoxFuture<'a, Result<Decision, GuardianError>> {
-        let view = HookView {
-            method: &hook.method,
-            tool: hook.tool.as_deref(),
-            payload: &hook.payload,
-        };
+        let view = HookView::new(&hook.method, hook.tool.as_deref(), &hook.payload)
+            .with_user(metadata.user.as_deref());
         future::ready(Ok(self.policy.evaluate(&view))).boxed()
     }
 

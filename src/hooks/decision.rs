@@ -64,6 +64,12 @@ pub struct Decision {
     /// The Guardian's audit-chain head after this step (remote Guardians, §8.6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chain_hash: Option<String>,
+    /// What a policy or rule in monitor mode would have decided, had it
+    /// been enforced: recorded and counted, never applied. Not an ACS
+    /// member, so never on the wire; the embedded engines set it and the
+    /// relay records it whatever engine produced it.
+    #[serde(skip)]
+    pub monitored: Option<Box<Decision>>,
 }
 
 impl Decision {
@@ -90,7 +96,29 @@ impl Decision {
             ask_details: None,
             defer_details: None,
             chain_hash: None,
+            monitored: None,
         }
+    }
+
+    /// Monitor mode: an allow that carries `would_be` as what would have
+    /// applied. A `would_be` that is itself an allow changes nothing and is
+    /// returned as it is.
+    pub fn monitoring(would_be: Decision) -> Self {
+        if would_be.decision == Disposition::Allow {
+            return would_be;
+        }
+        let mut allow = Self::allow();
+        allow.monitored = Some(Box::new(would_be));
+        allow
+    }
+
+    /// This decision, also recording what a monitored rule would have
+    /// decided (the first such rule keeps its record).
+    pub fn with_monitored(mut self, would_be: Option<Decision>) -> Self {
+        if self.monitored.is_none() {
+            self.monitored = would_be.map(Box::new);
+        }
+        self
     }
 }
 

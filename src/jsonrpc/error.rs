@@ -25,8 +25,10 @@ pub mod codes {
     /// The upstream server is gone or failed.
     pub const UPSTREAM_UNAVAILABLE: i64 = -32011;
     /// A limit was reached (`[limits] max_requests_per_session`,
-    /// `max_requests_total`, `[listen] max_sessions`): refused at once rather
-    /// than queued, with a message naming the limit; retrying later may succeed.
+    /// `max_requests_total`, `[listen] max_sessions`, or a `[[policy.limit]]`
+    /// rate limit, whose refusals carry `data.retry_after_ms`): refused at
+    /// once rather than queued, with a message naming the limit; retrying
+    /// later may succeed.
     pub const LIMIT_EXCEEDED: i64 = -32012;
     /// The audit log cannot record, so nothing is let through.
     pub const AUDIT_UNAVAILABLE: i64 = -32013;

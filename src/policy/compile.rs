@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use super::engine::Policy;
 use super::error::{PolicyError, RuleProblem};
+use super::limit::RateLimits;
 use super::outcome;
 use super::rule::Rule;
 use super::source::PolicySource;
@@ -47,6 +48,8 @@ impl Policy {
         Ok(Policy::new(
             rules,
             outcome::fallback(spec.default, policy_id),
+            spec.mode,
+            RateLimits::compile(&spec.limits, source)?,
         ))
     }
 

@@ -5,8 +5,10 @@ use std::collections::HashMap;
 use super::condition::Lookups;
 use super::hook::HookView;
 use super::index::HookIndex;
+use super::limit::RateLimits;
 use super::rule::Rule;
-use crate::guardian::decision::Decision;
+use super::spec::Mode;
+use crate::hooks::decision::Decision;
 
 /// A compiled `[policy]`: rules in order, an index over them, and the
 /// decision for when none matches.
@@ -18,36 +20,65 @@ pub struct Policy {
     rules: Vec<Rule>,
     index: HookIndex,
     default: Decision,
+    mode: Mode,
+    limits: RateLimits,
 }
 
 impl Policy {
     /// Assembles a policy from rules that already compiled.
-    pub(crate) fn new(mut rules: Vec<Rule>, default: Decision) -> Self {
+    pub(crate) fn new(
+        mut rules: Vec<Rule>,
+        default: Decision,
+        mode: Mode,
+        limits: RateLimits,
+    ) -> Self {
         share_pointers(&mut rules);
         let index = HookIndex::build(&rules);
         Self {
             rules,
             index,
             default,
+            mode,
+            limits,
         }
     }
 
-    /// Decides one hook: the first rule (in file order) that applies wins,
-    /// otherwise the policy default.
+    /// Decides one hook: the first enforcing rule (in file order) that
+    /// applies wins, otherwise the policy default.
+    ///
+    /// A rule in monitor mode that applies first is kept as the decision's
+    /// `monitored` record and evaluation goes on as if it were absent, so
+    /// adding a monitored rule never changes what is enforced. In a policy
+    /// in monitor mode the result is an allow carrying what would have
+    /// applied (see [`Mode::apply`]).
     ///
     /// Only rules whose hook pattern fits are looked at, so the cost grows
     /// with the rules that could apply, not with the size of the policy.
     pub fn evaluate(&self, hook: &HookView<'_>) -> Decision {
-        match self.first_applicable(hook) {
+        let mut monitored = None;
+        let decision = match self.first_enforcing(hook, &mut monitored) {
             Some(rule) => rule.decide(hook),
             None => self.default.clone(),
-        }
+        };
+        let monitored = monitored.map(|rule| rule.decide(hook));
+        self.mode.apply(decision.with_monitored(monitored))
     }
 
-    /// The name of the rule that would decide `hook`, if any; useful for
-    /// `config check` style tooling and tests.
+    /// The name of the enforcing rule that would decide `hook`, if any;
+    /// useful for `config check` style tooling and tests.
     pub fn matching_rule(&self, hook: &HookView<'_>) -> Option<&str> {
-        self.first_applicable(hook).map(Rule::name)
+        self.first_enforcing(hook, &mut None).map(Rule::name)
+    }
+
+    /// `[policy] mode`: whether the policy's decisions are applied.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The `[[policy.limit]]` entries and their counts, shared by every
+    /// session that holds this policy.
+    pub fn limits(&self) -> &RateLimits {
+        &self.limits
     }
 
     /// How many rules the policy holds.
@@ -55,13 +86,29 @@ impl Policy {
         self.rules.len()
     }
 
-    fn first_applicable(&self, hook: &HookView<'_>) -> Option<&Rule> {
+    /// The first applicable rule in enforce mode; the first applicable
+    /// monitored rule before it goes to `monitored`.
+    fn first_enforcing<'p>(
+        &'p self,
+        hook: &HookView<'_>,
+        monitored: &mut Option<&'p Rule>,
+    ) -> Option<&'p Rule> {
         let mut glob_hits = Vec::new();
         let mut lookups = Lookups::default();
-        self.index
+        let applicable = self
+            .index
             .candidates(hook, &mut glob_hits)
             .filter_map(|position| self.rules.get(position))
-            .find(|rule| rule.applies(hook, &mut lookups))
+            .filter(|rule| rule.applies(hook, &mut lookups));
+        for rule in applicable {
+            match rule.mode() {
+                Mode::Enforce => return Some(rule),
+                Mode::Monitor => {
+                    monitored.get_or_insert(rule);
+                }
+            }
+        }
+        None
     }
 }
 
@@ -76,5 +123,9 @@ fn share_pointers(rules: &mut [Rule]) {
     }
 }
 
+#[cfg(test)]
+mod caller_tests;
+#[cfg(test)]
+mod monitor_tests;
 #[cfg(test)]
 mod tests;

@@ -32,6 +32,18 @@ pub enum PolicyError {
         /// What is wrong with it.
         problem: RuleProblem,
     },
+    /// One `[[policy.limit]]` is well-formed TOML but not a usable limit.
+    #[error("{file}:{line}: limit {limit:?}: {problem}")]
+    Limit {
+        /// Source file name.
+        file: String,
+        /// 1-based line of the limit.
+        line: usize,
+        /// The limit's `name`.
+        limit: String,
+        /// What is wrong with it.
+        problem: LimitProblem,
+    },
 }
 
 /// What is wrong with a single rule; wrapped in [`PolicyError::Rule`].
@@ -100,4 +112,46 @@ pub enum RuleProblem {
     /// `reason_codes` must be unique on the wire.
     #[error("reason code {0:?} is listed twice")]
     DuplicateReasonCode(String),
+}
+
+/// What is wrong with a single `[[policy.limit]]`; wrapped in
+/// [`PolicyError::Limit`] with its file and line.
+#[derive(Debug, Error)]
+pub enum LimitProblem {
+    /// `name = ""`: a limit must be nameable in refusals and metrics.
+    #[error("name must not be empty")]
+    EmptyName,
+    /// Two limits share a name, so refusals would be ambiguous.
+    #[error("duplicate limit name (first defined on line {first_line})")]
+    DuplicateName {
+        /// Where the earlier limit with this name starts.
+        first_line: usize,
+    },
+    /// A `hook` or `tool` glob does not compile (boxed: a glob error is
+    /// large and this is the rare case).
+    #[error(transparent)]
+    Pattern(Box<RuleProblem>),
+    /// Neither a rate nor a concurrency limit.
+    #[error("a limit needs `calls` with `interval_s`, or `concurrent`")]
+    NothingLimited,
+    /// `calls` and `interval_s` only make sense together.
+    #[error("`calls` and `interval_s` go together")]
+    HalfRate,
+    /// A zero would refuse every call, which `deny` says more clearly.
+    #[error("`{0}` must be at least 1")]
+    Zero(&'static str),
+    /// More calls than nanoseconds in the interval.
+    #[error("`calls` = {calls} cannot be spread over {interval_s} s")]
+    RateTooFine {
+        /// The configured calls.
+        calls: u32,
+        /// The configured interval.
+        interval_s: u64,
+    },
+}
+
+impl From<RuleProblem> for LimitProblem {
+    fn from(problem: RuleProblem) -> Self {
+        LimitProblem::Pattern(Box::new(problem))
+    }
 }

@@ -2,6 +2,8 @@
 
 use serde_json::Value;
 
+use crate::hooks::Identity;
+
 /// A borrowed view of one hook request, as the embedded Guardian sees it.
 ///
 /// Borrowing keeps evaluation free of copies: the caller already holds the
@@ -17,15 +19,24 @@ pub struct HookView<'a> {
     /// `params.payload` of the hook request (the MCP message itself for
     /// wrapped hooks); pointers in rules address this value.
     pub payload: &'a Value,
+    /// Who is calling, when the session knows; rules with a `user`, `role`
+    /// or `tenant` glob never match hooks without one.
+    pub user: Option<&'a Identity>,
 }
 
 impl<'a> HookView<'a> {
-    /// Bundles the three things a rule can look at.
+    /// Bundles what a rule can look at, for a hook with no known caller.
     pub fn new(method: &'a str, tool: Option<&'a str>, payload: &'a Value) -> Self {
         Self {
             method,
             tool,
             payload,
+            user: None,
         }
+    }
+
+    /// The same view, about a hook made on behalf of `user`.
+    pub fn with_user(self, user: Option<&'a Identity>) -> Self {
+        Self { user, ..self }
     }
 }

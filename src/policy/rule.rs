@@ -1,11 +1,12 @@
 //! One compiled rule: when it fires and what it decides.
 
+use super::caller::CallerMatch;
 use super::condition::{Condition, Lookups};
 use super::error::RuleProblem;
 use super::hook::HookView;
 use super::outcome::Outcome;
 use super::pattern::NamePattern;
-use super::spec::RuleSpec;
+use super::spec::{Mode, RuleSpec};
 use crate::guardian::decision::Decision;
 
 /// A `[[policy.rule]]` ready to evaluate.
@@ -17,8 +18,10 @@ pub(crate) struct Rule {
     name: String,
     hook: NamePattern,
     tool: Option<NamePattern>,
+    caller: Option<CallerMatch>,
     condition: Option<Condition>,
     outcome: Outcome,
+    mode: Mode,
 }
 
 impl Rule {
@@ -35,8 +38,10 @@ impl Rule {
                 .as_deref()
                 .map(|tool| NamePattern::compile(tool, "tool"))
                 .transpose()?,
+            caller: CallerMatch::compile(spec)?,
             condition: spec.matcher.as_ref().map(Condition::compile).transpose()?,
             outcome: Outcome::compile(spec, policy_id)?,
+            mode: spec.mode,
         })
     }
 
@@ -58,15 +63,24 @@ impl Rule {
     /// Whether the rule fires for `hook`, whose method the caller has
     /// already matched against [`Rule::hook`].
     ///
-    /// Cheapest checks first: tool name, then the payload condition, then
-    /// (for redaction) the walk over the payload.
+    /// Cheapest checks first: tool name, then the caller, then the payload
+    /// condition, then (for redaction) the walk over the payload.
     pub(crate) fn applies<'v>(&self, hook: &HookView<'v>, lookups: &mut Lookups<'v>) -> bool {
         self.tool_matches(hook.tool)
+            && self
+                .caller
+                .as_ref()
+                .is_none_or(|caller| caller.matches(hook.user))
             && self
                 .condition
                 .as_ref()
                 .is_none_or(|c| c.holds(hook.payload, lookups))
             && self.outcome.applies(hook)
+    }
+
+    /// Whether the rule is applied or only monitored.
+    pub(crate) fn mode(&self) -> Mode {
+        self.mode
     }
 
     /// The `match` clause, so the policy can share equal pointers.

@@ -10,6 +10,7 @@
 use serde::Deserialize;
 use toml::{Spanned, Table};
 
+pub use super::limit::LimitSpec;
 use crate::guardian::decision::Disposition;
 
 /// The `[policy]` table: a default and an ordered list of rules.
@@ -31,6 +32,25 @@ pub struct PolicySpec {
     /// The rules, in the order they are tried (`[[policy.rule]]`).
     #[serde(default, rename = "rule")]
     pub rules: Vec<Spanned<RuleSpec>>,
+    /// `enforce` (the default) or `monitor`: the whole policy's decisions
+    /// are only recorded, every step passes.
+    #[serde(default)]
+    pub mode: Mode,
+    /// Rate limits and quotas on calls (`[[policy.limit]]`).
+    #[serde(default, rename = "limit")]
+    pub limits: Vec<Spanned<LimitSpec>>,
+}
+
+/// Whether decisions are applied or only recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Decisions are applied.
+    #[default]
+    Enforce,
+    /// Decisions are evaluated, audited and counted, but the step passes:
+    /// a way to try a policy on live traffic before it blocks anything.
+    Monitor,
 }
 
 /// Allow or deny: the only outcomes that need no further detail, used for
@@ -58,6 +78,20 @@ pub struct RuleSpec {
     /// that concern a tool call.
     #[serde(default)]
     pub tool: Option<String>,
+    /// Glob over the caller's user id; the rule never matches a hook
+    /// without an identity.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Glob over the caller's roles: matches when any role does.
+    #[serde(default)]
+    pub role: Option<String>,
+    /// Glob over the caller's tenant; never matches a caller without one.
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// `monitor` records what the rule would decide and lets evaluation go
+    /// on as if the rule were absent; `enforce` (the default) applies it.
+    #[serde(default)]
+    pub mode: Mode,
     /// A condition on the hook payload.
     #[serde(default, rename = "match")]
     pub matcher: Option<MatchSpec>,

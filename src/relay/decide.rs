@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::{self, AppendReceipt, AuditError, AuditRecord, OnFailure};
+use crate::audit::{self, AppendReceipt, AuditError, AuditRecord, Monitored, OnFailure};
 use crate::enforce::Action;
 use crate::guardian::{BatchAnswer, Decision, DecisionSource, FailurePosture, GuardianError};
 use crate::hooks::HookRequest;
-use crate::metrics::METRICS;
+use crate::metrics::{METRICS, POLICY_MONITORED};
 use crate::session::{Direction, Session};
 
 pub use crate::guardian::Decided;
@@ -269,6 +269,11 @@ fn count(hook: &HookRequest, decided: Decided) -> Decided {
         decided.decision.decision.as_str(),
         decided.source.as_str(),
     );
+    if let Some(would_be) = &decided.decision.monitored {
+        POLICY_MONITORED
+            .with_label_values(&[would_be.decision.as_str()])
+            .inc();
+    }
     decided
 }
 
@@ -300,6 +305,9 @@ pub async fn record_hook(
     if let Some(head) = &decision.chain_hash {
         record = record.guardian_chain_hash(head.as_str());
     }
+    if let Some(would_be) = &decision.monitored {
+        record = record.monitored(Monitored::of(would_be));
+    }
     if session.config.audit.record_content {
         record = record.hook_params(hook.params(session.metadata()));
     }
@@ -330,6 +338,29 @@ pub async fn record_event(
     }
     METRICS.enforcement(action.as_str());
     append(session, with_context(record, context, action)).await
+}
+
+/// Appends the enforcement event of a call a `[[policy.limit]]` refused,
+/// naming the limit.
+pub async fn record_limit_refusal(
+    session: &Session,
+    step_id: String,
+    decision: &Decision,
+    context: &MessageContext,
+    limit: &str,
+    detail: String,
+) -> Result<Recorded, AuditError> {
+    let mut record = AuditRecord::new(step_id, audit::ENFORCEMENT_STEP_TYPE)
+        .decision(decision.decision.as_str())
+        .decision_source(DecisionSource::Proxy)
+        .reason_codes(decision.reason_codes.clone())
+        .limit(limit)
+        .detail(detail);
+    if let Some(reasoning) = &decision.reasoning {
+        record = record.reasoning(reasoning.as_str());
+    }
+    METRICS.enforcement(Action::Blocked.as_str());
+    append(session, with_context(record, context, Action::Blocked)).await
 }
 
 fn with_context(record: AuditRecord, context: &MessageContext, action: Action) -> AuditRecord {

@@ -14,7 +14,7 @@ use super::decide::{self, MessageContext};
 pub use super::delivery::Delivery;
 use super::delivery::Outcome;
 use super::stage::{self, Flow, Passage};
-use super::{inventory, lifecycle, timeout};
+use super::{inventory, lifecycle, quota, timeout};
 use crate::enforce::reply::{self, Denial};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::Decision;
@@ -267,6 +267,7 @@ async fn handle_request(
             step_request_id: None,
             state: PendingState::Deciding,
             cancel: cancel.clone(),
+            admitted: None,
         },
     );
     match registered {
@@ -282,6 +283,9 @@ async fn handle_request(
         Err(AdmissionError::Limit(limit)) => {
             return refuse_over_limit(session, direction, &message, limit).await
         }
+    }
+    if let Err(refusal) = quota::admit(session, direction, &id, &method, tool.as_deref()).await {
+        return refusal;
     }
     if method == "initialize" {
         inventory::note_initialize_request(session, &doc.value);

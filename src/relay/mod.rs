@@ -6,6 +6,7 @@
 //! - [`decide`]: the Guardian call, the failure posture, the audit entry.
 //! - [`inventory`]: `agbom/snapshot` and `agbom/changed`.
 //! - [`lifecycle`]: `steps/sessionStart` and `steps/sessionEnd`.
+//! - [`quota`]: `[[policy.limit]]` rate limits, before any hook.
 //! - [`timeout`]: the per-request upstream timeout.
 //! - [`run_session`]: one session over any pair of transports;
 //!   [`run_stdio`] is the stdio deployment built on it.
@@ -17,6 +18,7 @@ pub mod flow;
 pub mod inventory;
 pub mod lifecycle;
 pub mod pump;
+pub mod quota;
 mod run;
 mod sessions;
 pub mod stage;

@@ -1,0 +1,99 @@
+//! `mode = "monitor"`, per rule and for the whole policy.
+
+use super::*;
+use crate::hooks::decision::Disposition;
+use serde_json::json;
+
+const CALL: &str = "steps/toolCallRequest";
+
+fn evaluate(text: &str, tool: &str) -> Decision {
+    let policy = Policy::from_toml_str("proxy.toml", text).unwrap_or_else(|e| panic!("{e}"));
+    let payload = json!({});
+    policy.evaluate(&HookView::new(CALL, Some(tool), &payload))
+}
+
+fn rule_of(decision: &Decision) -> Option<&str> {
+    decision
+        .policy_references
+        .first()
+        .and_then(|r| r.rule_id.as_deref())
+}
+
+const TRIAL: &str = r#"
+[policy]
+[[policy.rule]]
+name = "trial-deny"
+tool = "echo"
+mode = "monitor"
+decision = "deny"
+reasoning = "trying it out"
+
+[[policy.rule]]
+name = "no-env"
+tool = "get-env"
+decision = "deny"
+reasoning = "leaks"
+
+[[policy.rule]]
+name = "trial-everything"
+mode = "monitor"
+decision = "deny"
+reasoning = "would block all"
+"#;
+
+#[test]
+fn a_monitored_rule_is_recorded_and_evaluation_goes_on() {
+    let decision = evaluate(TRIAL, "echo");
+    assert_eq!(decision.decision, Disposition::Allow);
+    let monitored = decision.monitored.as_deref().expect("recorded");
+    assert_eq!(monitored.decision, Disposition::Deny);
+    assert_eq!(rule_of(monitored), Some("trial-deny"));
+    assert_eq!(monitored.reasoning.as_deref(), Some("trying it out"));
+}
+
+#[test]
+fn a_monitored_rule_never_weakens_an_enforced_one() {
+    let text = TRIAL.replace("tool = \"echo\"", "tool = \"get-env\"");
+    let decision = evaluate(&text, "get-env");
+    assert_eq!(decision.decision, Disposition::Deny);
+    assert_eq!(rule_of(&decision), Some("no-env"));
+    assert_eq!(
+        decision.monitored.as_deref().and_then(rule_of),
+        Some("trial-deny")
+    );
+}
+
+#[test]
+fn an_enforced_rule_first_leaves_nothing_monitored() {
+    let decision = evaluate(TRIAL, "get-env");
+    assert_eq!(rule_of(&decision), Some("no-env"));
+    assert!(decision.monitored.is_none());
+}
+
+#[test]
+fn a_policy_in_monitor_mode_allows_everything_and_records_it() {
+    let text = "[policy]\nmode = \"monitor\"\n[[policy.rule]]\nname = \"no-env\"\n\
+                tool = \"get-env\"\ndecision = \"deny\"\nreasoning = \"leaks\"\n";
+    let decision = evaluate(text, "get-env");
+    assert_eq!(decision.decision, Disposition::Allow);
+    assert_eq!(
+        decision.monitored.as_deref().and_then(rule_of),
+        Some("no-env")
+    );
+    let default_deny = "[policy]\nmode = \"monitor\"\ndefault = \"deny\"\n";
+    let decision = evaluate(default_deny, "anything");
+    assert_eq!(decision.decision, Disposition::Allow);
+    assert_eq!(
+        decision.monitored.as_deref().map(|d| d.decision),
+        Some(Disposition::Deny)
+    );
+    assert!(evaluate("[policy]\nmode = \"monitor\"\n", "x")
+        .monitored
+        .is_none());
+}
+
+#[test]
+fn an_unknown_mode_is_rejected() {
+    let text = "[policy]\nmode = \"audit\"\n";
+    assert!(Policy::from_toml_str("proxy.toml", text).is_err());
+}

@@ -1,0 +1,111 @@
+//! `[[policy.limit]]` applied to the agent's requests.
+//!
+//! Limits are checked when a request is read, before any hook is built:
+//! a refused call costs no Guardian decision and never reaches the server,
+//! and a call the Guardian would deny still counts (what is limited is
+//! how often an agent may try). The places a call takes under concurrency
+//! limits are held by its in-flight entry, so they are given back however
+//! the call ends: answered, blocked, cancelled, timed out or abandoned
+//! with its session.
+//!
+//! A refusal is answered with JSON-RPC error -32012 whose message names
+//! the limit and whose `data` carries `limit` and `retry_after_ms`; it is
+//! recorded in the audit chain (`limit` names it) and counted in
+//! `acs_proxy_rate_limited_total{limit}`.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::decide::{self, MessageContext};
+use super::delivery::Delivery;
+use crate::guardian::Decision;
+use crate::hooks::{self, mcp};
+use crate::jsonrpc::{codes, error_response, RequestId};
+use crate::metrics::RATE_LIMITED;
+use crate::policy::limit::{LimitedCall, RateLimited};
+use crate::session::{Direction, Session};
+
+/// The reason code of an audit entry for a rate-limited call.
+pub const RATE_LIMITED_REASON: &str = "rate_limited";
+
+/// Counts the agent's request `id` against the limits, keeping what it
+/// holds in its in-flight entry; `Err` is the reply to a refused request.
+///
+/// `initialize` is never limited: refusing it would leave a session that
+/// can do nothing, not a slower one.
+pub async fn admit(
+    session: &Session,
+    direction: Direction,
+    id: &RequestId,
+    mcp_method: &str,
+    tool: Option<&str>,
+) -> Result<(), Vec<Delivery>> {
+    let limits = session.config.policy.limits();
+    if direction != Direction::ClientToServer || limits.is_empty() || mcp_method == "initialize" {
+        return Ok(());
+    }
+    let wrapped = mcp::wrapped_method(mcp_method);
+    let hooks: &[&str] = if mcp_method == "tools/call" {
+        &[wrapped.as_str(), hooks::TOOL_CALL_REQUEST]
+    } else {
+        &[wrapped.as_str()]
+    };
+    let metadata = session.metadata();
+    let session_id = session.session_id.to_string();
+    let call = LimitedCall {
+        hooks,
+        tool,
+        user: metadata.user.as_deref(),
+        agent: &metadata.agent_id,
+        session: &session_id,
+    };
+    let pending = session.pending_from(direction);
+    match limits.admit(&call) {
+        Ok(admitted) => {
+            let admitted = Arc::new(admitted);
+            pending.update(id, |request| request.admitted = Some(admitted));
+            Ok(())
+        }
+        Err(refused) => {
+            pending.remove_blocked(id);
+            Err(refuse(session, direction, id, mcp_method, &refused).await)
+        }
+    }
+}
+
+/// Counts, records and answers a refused call.
+async fn refuse(
+    session: &Session,
+    direction: Direction,
+    id: &RequestId,
+    mcp_method: &str,
+    refused: &RateLimited,
+) -> Vec<Delivery> {
+    RATE_LIMITED.with_label_values(&[refused.limit()]).inc();
+    let reason = refused.to_string();
+    let decision = Decision::deny(reason.clone(), Some(RATE_LIMITED_REASON));
+    let context = MessageContext {
+        direction,
+        mcp_method: mcp_method.to_owned(),
+        mcp_id: Some(id.to_value()),
+    };
+    let step = uuid::Uuid::new_v4().to_string();
+    let detail = format!("limit {:?} reached; request refused", refused.limit());
+    let recorded =
+        decide::record_limit_refusal(session, step, &decision, &context, refused.limit(), detail)
+            .await;
+    if let Err(err) = recorded {
+        tracing::debug!(%err, "a rate-limit refusal could not be recorded");
+    }
+    let data = json!({
+        "limit": refused.limit(),
+        "retry_after_ms": refused.retry_after_ms(),
+    });
+    vec![Delivery::Reply(error_response(
+        Some(id),
+        codes::LIMIT_EXCEEDED,
+        &reason,
+        Some(data),
+    ))]
+}
