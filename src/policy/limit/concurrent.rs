@@ -52,8 +52,7 @@ impl ConcurrentCalls {
     }
 
     /// Calls of `key` in flight now.
-    #[cfg(test)]
-    fn count(&self, key: &str) -> u32 {
+    pub(crate) fn count(&self, key: &str) -> u32 {
         lock(&self.in_flight).get(key).copied().unwrap_or(0)
     }
 }

@@ -11,11 +11,14 @@
 //! flight. The relay checks a request before the Guardian is asked, so a
 //! refused call costs no decision and never reaches the server; the
 //! [`Admitted`] it gets back is held until the call is answered.
+//! [`RateLimits::usage`] shows a policy engine where a call stands.
 
 mod calls;
 mod concurrent;
 mod set;
 mod spec;
+mod usage;
 
 pub use set::{Admitted, LimitedCall, RateLimited, RateLimits};
 pub use spec::{LimitSpec, Per};
+pub use usage::LimitUsage;

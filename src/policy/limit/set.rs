@@ -27,20 +27,20 @@ pub struct RateLimits {
 
 /// One compiled limit.
 #[derive(Debug)]
-struct Limit {
-    name: String,
+pub(super) struct Limit {
+    pub(super) name: String,
     hook: NamePattern,
     tool: Option<NamePattern>,
-    per: Per,
-    rate: Option<Rate>,
-    concurrent: Option<ConcurrentCalls>,
+    pub(super) per: Per,
+    pub(super) rate: Option<Rate>,
+    pub(super) concurrent: Option<ConcurrentCalls>,
 }
 
 /// `calls` per `interval_s`, as configured and as a bucket.
 #[derive(Debug)]
-struct Rate {
-    calls: u32,
-    interval_s: u64,
+pub(super) struct Rate {
+    pub(super) calls: u32,
+    pub(super) interval_s: u64,
     bucket: CallRate,
 }
 
@@ -152,12 +152,7 @@ impl RateLimits {
     /// back; tokens are taken last, since one taken cannot be returned (a
     /// call refused by a later rate limit still spends the earlier ones).
     pub fn admit(&self, call: &LimitedCall<'_>) -> Result<Admitted, RateLimited> {
-        let applicable: Vec<(&Limit, String)> = self
-            .limits
-            .iter()
-            .filter(|limit| limit.covers(call))
-            .map(|limit| (limit, limit.key(call)))
-            .collect();
+        let applicable: Vec<(&Limit, String)> = self.covering(call).collect();
         let mut slots = Vec::new();
         for (limit, key) in &applicable {
             if let Some(concurrent) = &limit.concurrent {
@@ -175,6 +170,19 @@ impl RateLimits {
             }
         }
         Ok(Admitted { _slots: slots })
+    }
+}
+
+impl RateLimits {
+    /// The limits that count `call`, each with the key it counts under.
+    pub(super) fn covering<'s>(
+        &'s self,
+        call: &'s LimitedCall<'_>,
+    ) -> impl Iterator<Item = (&'s Limit, String)> + 's {
+        self.limits
+            .iter()
+            .filter(|limit| limit.covers(call))
+            .map(|limit| (limit, limit.key(call)))
     }
 }
 
