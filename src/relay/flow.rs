@@ -19,7 +19,6 @@ use crate::enforce::reply::{self, Denial};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::Decision;
 use crate::jsonrpc::{codes, error_response, Frame, Message, MessageKind, RequestId};
-use crate::limits::LimitExceeded;
 use crate::metrics::METRICS;
 use crate::session::{AdmissionError, Direction, PendingRequest, PendingState, Session};
 
@@ -281,7 +280,7 @@ async fn handle_request(
             ))]
         }
         Err(AdmissionError::Limit(limit)) => {
-            return refuse_over_limit(session, direction, &message, limit).await
+            return quota::refuse_in_flight(session, direction, &message, limit).await
         }
     }
     if let Err(refusal) = quota::admit(session, direction, &id, &method, tool.as_deref()).await {
@@ -337,31 +336,6 @@ async fn handle_request(
         );
     }
     vec![Delivery::Forward(doc.into_bytes())]
-}
-
-/// A request over an in-flight limit is answered at once with -32012
-/// naming the limit, counted, and recorded; it never reaches the Guardian
-/// or the server.
-async fn refuse_over_limit(
-    session: &Session,
-    direction: Direction,
-    message: &Message,
-    limit: LimitExceeded,
-) -> Vec<Delivery> {
-    limit.count();
-    let reason = limit.to_string();
-    let decision = Decision::deny(reason.clone(), Some("limit_exceeded"));
-    let context = context_of(direction, message, message.method());
-    let step = uuid::Uuid::new_v4().to_string();
-    let detail = format!("{} limit reached; request refused", limit.label());
-    let _ = decide::record_event(session, step, &decision, &context, Action::Blocked, detail).await;
-    let data = serde_json::json!({ "limit": limit.label() });
-    vec![Delivery::Reply(error_response(
-        message.id.as_ref(),
-        limit.code(),
-        &reason,
-        Some(data),
-    ))]
 }
 
 /// The tool a `tools/call` names, for policy matching and the result hook.

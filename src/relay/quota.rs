@@ -1,6 +1,8 @@
-//! `[[policy.limit]]` applied to the agent's requests.
+//! Requests refused for a limit: the `[limits]` caps on requests in flight
+//! ([`refuse_in_flight`]) and the `[[policy.limit]]` rate limits
+//! ([`admit`]).
 //!
-//! Limits are checked when a request is read, before any hook is built:
+//! Rate limits are checked when a request is read, before any hook is built:
 //! a refused call costs no Guardian decision and never reaches the server,
 //! and a call the Guardian would deny still counts (what is limited is
 //! how often an agent may try). The places a call takes under concurrency
@@ -19,9 +21,11 @@ use serde_json::json;
 
 use super::decide::{self, MessageContext};
 use super::delivery::Delivery;
+use crate::enforce::Action;
 use crate::guardian::Decision;
 use crate::hooks::{self, mcp};
-use crate::jsonrpc::{codes, error_response, RequestId};
+use crate::jsonrpc::{codes, error_response, Message, RequestId};
+use crate::limits::LimitExceeded;
 use crate::metrics::RATE_LIMITED;
 use crate::policy::limit::{LimitedCall, RateLimited};
 use crate::session::{Direction, Session};
@@ -105,6 +109,35 @@ async fn refuse(
     vec![Delivery::Reply(error_response(
         Some(id),
         codes::LIMIT_EXCEEDED,
+        &reason,
+        Some(data),
+    ))]
+}
+
+/// A request over an in-flight limit is answered at once with -32012
+/// naming the limit, counted, and recorded; it never reaches the Guardian
+/// or the server.
+pub async fn refuse_in_flight(
+    session: &Session,
+    direction: Direction,
+    message: &Message,
+    limit: LimitExceeded,
+) -> Vec<Delivery> {
+    limit.count();
+    let reason = limit.to_string();
+    let decision = Decision::deny(reason.clone(), Some("limit_exceeded"));
+    let context = MessageContext {
+        direction,
+        mcp_method: message.method().to_owned(),
+        mcp_id: message.id.as_ref().map(RequestId::to_value),
+    };
+    let step = uuid::Uuid::new_v4().to_string();
+    let detail = format!("{} limit reached; request refused", limit.label());
+    let _ = decide::record_event(session, step, &decision, &context, Action::Blocked, detail).await;
+    let data = json!({ "limit": limit.label() });
+    vec![Delivery::Reply(error_response(
+        message.id.as_ref(),
+        limit.code(),
         &reason,
         Some(data),
     ))]
