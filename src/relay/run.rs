@@ -63,7 +63,9 @@ pub async fn run_session(
         server: upstream.writer.clone(),
     };
     let session_id = Uuid::new_v4();
-    let chain = context.audit.session(&session_id.to_string());
+    let chain = context
+        .audit
+        .session_of(&session_id.to_string(), downstream.identity.clone());
     let session = Arc::new(
         Session::new(
             context.config.clone(),

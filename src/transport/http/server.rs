@@ -347,7 +347,7 @@ fn router(shared: &Arc<Shared>) -> Result<Router, String> {
             };
             shared
                 .refusals
-                .note(&Arc::from("-"), &parts.method, &response);
+                .note(&Arc::from("-"), &parts.method, &response, None);
             METRICS.http_request("-", response.status().as_u16());
             response
         }
@@ -368,6 +368,7 @@ impl Endpoint {
         let (mut parts, body) = request.into_parts();
         let origin = parts.headers.get(header::ORIGIN).cloned();
         let method = parts.method.clone();
+        let mut caller = None;
         let response = if parts.method == Method::OPTIONS {
             preflight(&self.shared, &parts)
         } else {
@@ -375,6 +376,7 @@ impl Endpoint {
                 Err(response) => *response,
                 Ok(principal) => {
                     if let Some(principal) = principal {
+                        caller = Some(principal.identity().clone());
                         parts.extensions.insert(principal);
                     }
                     self.serve(parts, body).await
@@ -382,7 +384,9 @@ impl Endpoint {
             }
         };
         let response = cors(origin, response);
-        self.shared.refusals.note(&self.route, &method, &response);
+        self.shared
+            .refusals
+            .note(&self.route, &method, &response, caller);
         METRICS.http_request(&self.route, response.status().as_u16());
         response
     }

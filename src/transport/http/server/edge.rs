@@ -286,4 +286,41 @@ mod tests {
         assert!(edge.check(&with("Bearer secret-three-longer")).is_ok());
         assert!(edge.check(&with("Bearer secret-one")).is_err());
     }
+
+    #[test]
+    fn named_tokens_give_their_principal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        std::fs::write(
+            &path,
+            "bare-token\nalice-token alice admin,ops acme\nbob-token\tbob\t-\n",
+        )
+        .unwrap();
+        let listen = ListenConfig {
+            auth_tokens_file: Some(path),
+            ..ListenConfig::default()
+        };
+        let edge = edge(listen, "127.0.0.1:8080");
+        let principal = |token: &str| {
+            let auth = format!("Bearer {token}");
+            let parts = parts(&[("host", "localhost"), ("authorization", &auth)]);
+            edge.check(&parts).unwrap().unwrap()
+        };
+        let alice = principal("alice-token");
+        assert_eq!(alice.identity().user_id, "alice");
+        assert_eq!(alice.identity().roles, ["admin", "ops"]);
+        assert_eq!(alice.identity().tenant.as_deref(), Some("acme"));
+        let bob = principal("bob-token");
+        assert_eq!(bob.identity().user_id, "bob");
+        assert!(bob.identity().roles.is_empty());
+        assert_eq!(bob.identity().tenant, None);
+        assert_eq!(principal("bare-token").identity().user_id, "token-1");
+        assert!(alice != bob);
+        assert!(edge
+            .check(&parts(&[
+                ("host", "localhost"),
+                ("authorization", "Bearer alice")
+            ]))
+            .is_err());
+    }
 }
