@@ -98,6 +98,20 @@ concurrent = 1
     // Every answered call gives its place back.
     proxy.send(&tool_call(5, "echo", json!({"text": "again"})));
     assert_eq!(echoed(&proxy.response(&json!(5))), "again");
+    // So does a call the agent cancels once the server has it, though the
+    // server never answers a cancelled call.
+    proxy.send(
+        &json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {
+        "name": "slow", "arguments": {"ms": 10_000, "steps": 10},
+        "_meta": {"progressToken": "p6"}}}),
+    );
+    proxy.recv_until(|m| m["method"] == "notifications/progress");
+    proxy.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 6, "reason": "changed my mind"}}),
+    );
+    proxy.send(&tool_call(7, "echo", json!({"text": "after cancel"})));
+    assert_eq!(echoed(&proxy.response(&json!(7))), "after cancel");
     assert!(proxy.finish().success());
     scratch.assert_audit_verifies();
 }

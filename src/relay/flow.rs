@@ -464,7 +464,8 @@ async fn handle_notification(
 }
 
 /// A cancellation of a request still being decided or held cancels that
-/// decision; it is passed on only if the request itself was (DESIGN §4).
+/// decision; it is passed on only if the request itself was (DESIGN §4),
+/// and then gives back the request's `[[policy.limit]]` places.
 fn cancels_unforwarded(session: &Session, direction: Direction, notification: &Value) -> bool {
     let Some(raw_id) = notification["params"].get("requestId") else {
         return false;
@@ -480,6 +481,12 @@ fn cancels_unforwarded(session: &Session, direction: Direction, notification: &V
             pending.remove_blocked(&id);
             true
         }
-        _ => false,
+        Some(_) => {
+            // The agent gave up on it: its rate-limit places are free even
+            // if the server never answers.
+            pending.update(&id, |request| request.admitted = None);
+            false
+        }
+        None => false,
     }
 }
