@@ -177,6 +177,22 @@ async fn the_client_certificate_names_the_caller_and_owns_its_session() {
         user_context_of_call(&scratch, "from the planner"),
         json!({"user_id": SPIFFE_ID, "roles": [], "authentication_method": "mtls"})
     );
+    let starts: Vec<Value> = scratch
+        .audit_entries()
+        .into_iter()
+        .filter(|entry| entry["step_type"] == "steps/sessionStart")
+        .map(|entry| entry["hook_params"]["payload"]["user_identity"].clone())
+        .collect();
+    assert!(
+        starts.contains(&json!({"type": "cert_subject", "subject": "CN=alice,O=Acme"})),
+        "{starts:#?}"
+    );
+    assert!(
+        starts.contains(&json!({
+            "type": "cert_subject", "subject": "CN=planner", "uris": [SPIFFE_ID]
+        })),
+        "{starts:#?}"
+    );
     assert!(!scratch.server_lines().iter().any(|l| l.contains("hijack")));
 }
 
