@@ -134,7 +134,7 @@ async fn echo(mcp: &McpHttp, id: i64, text: &str) -> Value {
 async fn the_client_certificate_names_the_caller_and_owns_its_session() {
     let scratch = Scratch::new();
     let (server_ca, client_ca) = (Ca::new("server CA"), Ca::new("client CA"));
-    let proxy = proxy(&scratch, &server_ca, &client_ca);
+    let mut proxy = proxy(&scratch, &server_ca, &client_ca);
     let url = proxy.url("/mcp");
 
     let alice = client_ca.leaf(
@@ -194,6 +194,25 @@ async fn the_client_certificate_names_the_caller_and_owns_its_session() {
         "{starts:#?}"
     );
     assert!(!scratch.server_lines().iter().any(|l| l.contains("hijack")));
+
+    // The refused hijack is on the edge chain, naming who tried.
+    assert!(proxy.terminate().success());
+    let refused: Vec<Value> = scratch
+        .audit_entries()
+        .into_iter()
+        .filter(|e| {
+            e["session_id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("edge-"))
+        })
+        .collect();
+    assert!(
+        refused
+            .iter()
+            .any(|e| e["user_id"] == SPIFFE_ID && e["authentication_method"] == "mtls"),
+        "{refused:#?}"
+    );
+    scratch.assert_audit_verifies();
 }
 
 #[tokio::test]
