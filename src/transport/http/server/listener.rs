@@ -17,7 +17,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use super::client_cert::ClientCertificate;
+use super::client_cert::{ClientCertError, ClientCertificate};
 
 /// A TLS handshake must finish within this time.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -62,13 +62,12 @@ pub(crate) async fn accept_until(
                 None => serve(&builder, tcp, app, None, watcher, first_request).await,
                 Some(acceptor) => {
                     match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(stream)) => {
-                            let Ok(client) = client_certificate(&stream) else {
-                                tracing::debug!(%peer, "unreadable client certificate; closing");
-                                return;
-                            };
-                            serve(&builder, stream, app, client, watcher, first_request).await
-                        }
+                        Ok(Ok(stream)) => match client_certificate(&stream) {
+                            Ok(client) => {
+                                serve(&builder, stream, app, client, watcher, first_request).await
+                            }
+                            Err(err) => tracing::debug!(%peer, %err, "closing the connection"),
+                        },
                         Ok(Err(err)) => tracing::debug!(%peer, %err, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                     }
@@ -83,7 +82,7 @@ pub(crate) async fn accept_until(
 /// (only with `client_ca`); an error when it cannot be read.
 fn client_certificate<I>(
     stream: &tokio_rustls::server::TlsStream<I>,
-) -> Result<Option<ClientCertificate>, ()> {
+) -> Result<Option<ClientCertificate>, ClientCertError> {
     let Some(leaf) = stream
         .get_ref()
         .1
@@ -92,9 +91,7 @@ fn client_certificate<I>(
     else {
         return Ok(None);
     };
-    ClientCertificate::from_der(leaf).map(Some).map_err(|err| {
-        tracing::debug!(%err, "a verified client certificate could not be read");
-    })
+    ClientCertificate::from_der(leaf).map(Some)
 }
 
 fn connection_builder(header_read_timeout: Duration) -> Builder<TokioExecutor> {
