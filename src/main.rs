@@ -181,6 +181,7 @@ fn run(args: RunArgs) -> ExitCode {
 
 async fn serve(config: Arc<Config>) -> Result<ExitCode, String> {
     survive_file_size_limit();
+    config.metrics.apply();
     let settings = AuditSettings {
         path: config.audit.path.clone(),
         fsync: config.audit.fsync,
