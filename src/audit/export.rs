@@ -15,7 +15,7 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-pub use mapping::{OcsfMapping, StepClass};
+pub use mapping::{MappingError, OcsfMapping, StepClass};
 
 use super::entry::ContextEntry;
 
@@ -52,7 +52,7 @@ pub enum ExportError {
     Write(#[source] io::Error),
     /// The compiled-in OCSF mapping is not shaped as the schema says.
     #[error("the ACS OCSF mapping is unusable: {0}")]
-    Mapping(String),
+    Mapping(#[from] MappingError),
 }
 
 /// `audit export`'s arguments.

@@ -7,7 +7,10 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::ExportError;
+/// Why the mapping document could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct MappingError(String);
 
 /// The mapping file, as the specification publishes it.
 const MAPPING_JSON: &str = include_str!("../../../schemas/trace/ocsf-mapping.json");
@@ -37,21 +40,21 @@ pub struct OcsfMapping {
 
 impl OcsfMapping {
     /// The mapping compiled into this binary.
-    pub fn acs_v0_1() -> Result<Self, ExportError> {
+    pub fn acs_v0_1() -> Result<Self, MappingError> {
         let document: Value = serde_json::from_str(MAPPING_JSON)
-            .map_err(|err| ExportError::Mapping(format!("not JSON: {err}")))?;
+            .map_err(|err| MappingError(format!("not JSON: {err}")))?;
         Self::from_document(&document)
     }
 
     /// Reads the `default` members of a mapping document.
-    pub fn from_document(document: &Value) -> Result<Self, ExportError> {
+    pub fn from_document(document: &Value) -> Result<Self, MappingError> {
         let properties = &document["properties"];
         let steps = properties["step_to_class"]["default"]
             .as_object()
             .ok_or_else(|| missing("step_to_class.default"))?
             .iter()
             .map(|(method, class)| Ok((method.clone(), step_class(method, class)?)))
-            .collect::<Result<HashMap<_, _>, ExportError>>()?;
+            .collect::<Result<HashMap<_, _>, MappingError>>()?;
         let finding = &properties["decision_class"]["properties"];
         let finding_class_uid = finding["class_uid"]["const"]
             .as_u64()
@@ -70,7 +73,7 @@ impl OcsfMapping {
                     .ok_or_else(|| missing("severity_mapping.default values"))?;
                 Ok((disposition.clone(), id))
             })
-            .collect::<Result<HashMap<_, _>, ExportError>>()?;
+            .collect::<Result<HashMap<_, _>, MappingError>>()?;
         Ok(Self {
             steps,
             finding_class_uid,
@@ -90,21 +93,21 @@ impl OcsfMapping {
     }
 }
 
-fn step_class(method: &str, class: &Value) -> Result<StepClass, ExportError> {
+fn step_class(method: &str, class: &Value) -> Result<StepClass, MappingError> {
     Ok(StepClass {
         class_uid: class["class_uid"]
             .as_u64()
-            .ok_or_else(|| ExportError::Mapping(format!("{method}: no class_uid")))?,
+            .ok_or_else(|| MappingError(format!("{method}: no class_uid")))?,
         class_name: class["class_name"]
             .as_str()
-            .ok_or_else(|| ExportError::Mapping(format!("{method}: no class_name")))?
+            .ok_or_else(|| MappingError(format!("{method}: no class_name")))?
             .to_owned(),
         activity_id: class["activity_id"].as_u64(),
     })
 }
 
-fn missing(what: &str) -> ExportError {
-    ExportError::Mapping(format!("no {what}"))
+fn missing(what: &str) -> MappingError {
+    MappingError(format!("no {what}"))
 }
 
 #[cfg(test)]
