@@ -14,11 +14,10 @@ use super::decide::{self, MessageContext};
 pub use super::delivery::Delivery;
 use super::delivery::Outcome;
 use super::stage::{self, Flow, Passage};
-use super::{inventory, lifecycle, timeout};
+use super::{inventory, lifecycle, timeout, tool_latency};
 use crate::enforce::reply::{self, Denial};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::Decision;
-use crate::hooks::agbom::ListKind;
 use crate::jsonrpc::{codes, error_response, Frame, Message, MessageKind, RequestId};
 use crate::limits::LimitExceeded;
 use crate::metrics::METRICS;
@@ -361,21 +360,6 @@ async fn refuse_over_limit(
     ))]
 }
 
-/// Times a `tools/call` the server answered, labelled with its tool only
-/// when the inventory lists it (see [`crate::metrics::ToolLabels`]).
-fn observe_tool_call(session: &Session, request: &PendingRequest) {
-    let Some(tool) = &request.tool else {
-        return;
-    };
-    let listed = session.learned().inventory.lists(ListKind::Tools, tool);
-    METRICS.tool_call(
-        &session.upstream,
-        tool,
-        listed,
-        request.started.elapsed().as_secs_f64(),
-    );
-}
-
 /// The tool a `tools/call` names, for policy matching and the result hook.
 fn tool_name(method: &str, message: &Value) -> Option<Arc<str>> {
     if method != "tools/call" {
@@ -399,7 +383,7 @@ async fn handle_response(
     // Ends the request's upstream timeout watch.
     request.cancel.cancel();
     if direction == Direction::ServerToClient {
-        observe_tool_call(session, &request);
+        tool_latency::observe(session, &request);
     }
     let mut doc = match parse(session, direction, &message, Some(&request.method)).await {
         Ok(doc) => doc,
