@@ -13,6 +13,7 @@ mod listen;
 mod operations;
 mod paths;
 mod upstream;
+mod upstream_oauth;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,6 +27,7 @@ pub use listen::{ListenConfig, ListenTransport};
 pub use operations::{AuditConfig, LimitsConfig, MetricsConfig};
 pub use paths::PathSetting;
 pub use upstream::{UpstreamConfig, UpstreamTransport};
+pub use upstream_oauth::{ClientAuth, UpstreamOAuth};
 
 use crate::policy::{Policy, PolicySource, PolicySpec};
 use paths::SectionPaths;

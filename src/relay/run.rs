@@ -104,10 +104,7 @@ pub async fn run_session(
         }
         _ = &mut server_pump => {
             let exit = upstream.control.wait().await;
-            METRICS
-                .upstream_errors_total
-                .with_label_values(&[session.upstream.as_str(), "exited"])
-                .inc();
+            METRICS.upstream_exited(&session.upstream);
             fail_pending(&session, &exit).await;
             client_pump.abort();
             SessionExit::ServerExited(exit)

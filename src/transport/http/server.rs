@@ -16,7 +16,8 @@
 //!
 //! Parts (this file, the router, sits above them all):
 //! - `listener`: TCP/TLS accept loop, HTTP/1.1 + HTTP/2, timeouts,
-//!   graceful shutdown; `tls`: the reloading certificate.
+//!   graceful shutdown; `tls`: the reloading certificate; `client_cert`:
+//!   mutual TLS and the principal a client certificate names.
 //! - `handlers`: the Streamable HTTP endpoint by method.
 //! - `shared`: session start, `max_sessions`, shutdown tracking; it holds
 //!   the session tables of Streamable HTTP (`session`) and legacy SSE.
@@ -33,6 +34,7 @@
 //! - `routing`: which stream each outgoing frame goes to, replay buffers.
 //! - `events`: SSE encoding and bodies.
 
+mod client_cert;
 mod edge;
 mod era;
 mod events;
@@ -124,7 +126,11 @@ impl Server {
             return Err("listen.legacy_sse needs listen.transport = \"http\"".into());
         }
         let tls = match (&listen.tls_cert, &listen.tls_key) {
-            (Some(cert), Some(key)) => Some(tls::ReloadingCert::load(cert, key)?),
+            (Some(cert), Some(key)) => Some(tls::ReloadingCert::load(
+                cert,
+                key,
+                listen.client_ca.as_deref(),
+            )?),
             _ => None,
         };
         let listener = TcpListener::bind(listen.address)

@@ -14,6 +14,8 @@
 //!   401 with `WWW-Authenticate: Bearer` otherwise. The file is re-read
 //!   when it changes.
 //!   (`tokens`)
+//! - Without a bearer principal, the connection's verified client
+//!   certificate names the principal (`client_cert`, mutual TLS).
 //! - Request bodies read with a byte limit (413) and a time limit (408),
 //!   and what `Accept` allows (`request`).
 
@@ -30,6 +32,7 @@ pub(crate) use self::request::{accepts, content_type_is_json, one_line, read_bod
 use self::tokens::bearer;
 pub(crate) use self::tokens::{file_stamp, TokenFile};
 
+use super::client_cert;
 use super::principal::Principal;
 use super::responses::rejection;
 use crate::config::ListenConfig;
@@ -90,10 +93,12 @@ impl Edge {
     }
 
     /// Host, then Origin, then the bearer token; the principal the token
-    /// authenticates (none without bearer auth).
+    /// authenticates, else the one the connection's client certificate
+    /// names (none without either).
     pub(crate) fn check(&self, parts: &Parts) -> Result<Option<Principal>, Refused> {
         self.check_without_auth(parts)?;
-        self.check_auth(parts)
+        let principal = self.check_auth(parts)?;
+        Ok(principal.or_else(|| client_cert::principal(parts)))
     }
 
     /// Host and Origin only (CORS preflights carry no credentials).
