@@ -187,6 +187,15 @@ fn acs_facts(entry: &ContextEntry) -> Value {
         put("reason_codes", Some(json!(entry.reason_codes)));
     }
     put("rule", text(&entry.rule));
+    put("limit", text(&entry.limit));
+    put("enforced", entry.enforced.map(Value::from));
+    put(
+        "monitored",
+        entry
+            .monitored
+            .as_ref()
+            .and_then(|m| serde_json::to_value(m).ok()),
+    );
     put("action", entry.action.map(|a| Value::from(a.as_str())));
     put("mcp_method", text(&entry.mcp_method));
     put("mcp_id", entry.mcp_id.clone());
@@ -354,6 +363,36 @@ mod tests {
         ] {
             assert!(finding.pointer(pointer).is_some(), "{pointer}");
         }
+    }
+
+    #[test]
+    fn monitored_and_rate_limited_entries_keep_their_members() {
+        let mapping = OcsfMapping::acs_v0_1().unwrap();
+        let mut monitored = entry("steps/toolCallRequest", Some("allow"));
+        monitored.enforced = Some(false);
+        monitored.monitored = Some(crate::audit::Monitored {
+            decision: "deny".into(),
+            rule: Some("trial".into()),
+            reasoning: None,
+            reason_codes: Vec::new(),
+        });
+        let events = events(&mapping, &monitored);
+        let acs = &events[0]["unmapped"]["acs"];
+        assert_eq!(acs["enforced"], false);
+        assert_eq!(
+            acs["monitored"],
+            json!({"decision": "deny", "rule": "trial"})
+        );
+        let mut limited = entry("enforcement", Some("deny"));
+        limited.limit = Some("per-user".into());
+        assert_eq!(
+            events_of(&mapping, &limited)["unmapped"]["acs"]["limit"],
+            "per-user"
+        );
+    }
+
+    fn events_of(mapping: &OcsfMapping, entry: &ContextEntry) -> Value {
+        events(mapping, entry).swap_remove(0)
     }
 
     #[test]
