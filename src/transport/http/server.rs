@@ -68,6 +68,7 @@ use tokio_util::sync::CancellationToken;
 
 use cors::{cors, preflight};
 pub(crate) use edge::{accepts, content_type_is_json, one_line, read_body};
+pub use edge::{OAuth, OAuthError};
 pub(crate) use events::{
     body as sse_body, named as sse_named, response as sse_response, DropGuard,
 };

@@ -31,8 +31,8 @@ use std::sync::Arc;
 use axum::http::{header, request::Parts, HeaderValue, StatusCode};
 use axum::response::Response;
 
-use self::oauth::OAuthError;
-pub(crate) use self::oauth::{OAuth, WELL_KNOWN};
+pub(crate) use self::oauth::WELL_KNOWN;
+pub use self::oauth::{OAuth, OAuthError};
 pub(crate) use self::request::{accepts, content_type_is_json, one_line, read_body, Accepts};
 use self::tokens::bearer;
 pub(crate) use self::tokens::{file_stamp, TokenFile};
@@ -378,5 +378,47 @@ mod tests {
             .check(&with("Bearer secret-one"), "/mcp")
             .await
             .is_err());
+    }
+
+    #[tokio::test]
+    async fn a_listed_token_passes_beside_oauth_and_any_other_must_be_an_access_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = dir.path().join("tokens");
+        std::fs::write(&tokens, "ci-secret ci-bot deployer\n").unwrap();
+        let jwks = dir.path().join("jwks.json");
+        std::fs::write(&jwks, r#"{"keys": []}"#).unwrap();
+        let oauth = toml::from_str(&format!(
+            "issuer = \"https://idp.example\"\naudience = \"https://proxy.example/mcp\"\njwks_file = {:?}",
+            jwks.display().to_string()
+        ))
+        .unwrap();
+        let listen = ListenConfig {
+            transport: crate::config::ListenTransport::Http,
+            auth_tokens_file: Some(tokens),
+            oauth: Some(oauth),
+            ..ListenConfig::default()
+        };
+        let edge = edge(listen, "127.0.0.1:8080");
+        let with = |auth| parts(&[("host", "localhost"), ("authorization", auth)]);
+        let principal = edge.check(&with("Bearer ci-secret"), "/mcp").await.unwrap();
+        assert_eq!(principal.unwrap().identity().user_id, "ci-bot");
+        let metadata = "https://proxy.example/.well-known/oauth-protected-resource/mcp";
+        let refused = edge
+            .check(&with("Bearer guessed"), "/mcp")
+            .await
+            .unwrap_err();
+        assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            refused.headers()[header::WWW_AUTHENTICATE],
+            format!("Bearer error=\"invalid_token\", resource_metadata=\"{metadata}\"").as_str()
+        );
+        let missing = edge
+            .check(&parts(&[("host", "localhost")]), "/mcp")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            missing.headers()[header::WWW_AUTHENTICATE],
+            format!("Bearer resource_metadata=\"{metadata}\"").as_str()
+        );
     }
 }

@@ -58,7 +58,7 @@ const ALGORITHMS: [Algorithm; 9] = [
 /// Why a request's access token was not accepted. The messages say what
 /// was wrong, never what the token was.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum OAuthError {
+pub enum OAuthError {
     /// No `Authorization: Bearer` header.
     #[error("an access token is required")]
     Missing,
@@ -100,9 +100,10 @@ impl OAuthError {
     }
 }
 
-/// Access-token validation for one listener.
+/// Access-token validation for one listener (public for the token
+/// validation benchmark).
 #[derive(Debug)]
-pub(crate) struct OAuth {
+pub struct OAuth {
     issuer: String,
     /// One prepared validation per accepted algorithm.
     validations: HashMap<Algorithm, Validation>,
@@ -119,7 +120,7 @@ pub(crate) struct OAuth {
 impl OAuth {
     /// Validation as `config` describes it; no key is loaded yet (see
     /// [`OAuth::keep_keys_fresh`]).
-    pub(crate) fn new(config: &OAuthConfig) -> Result<Self, String> {
+    pub fn new(config: &OAuthConfig) -> Result<Self, String> {
         crypto::install();
         config.validate()?;
         let validations = ALGORITHMS
@@ -140,7 +141,7 @@ impl OAuth {
 
     /// The caller `token` authenticates, with the required scopes checked.
     /// Waits on the network only for a `kid` the cache lacks.
-    pub(crate) async fn authenticate(&self, token: &str) -> Result<Identity, OAuthError> {
+    pub async fn authenticate(&self, token: &str) -> Result<Identity, OAuthError> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| OAuthError::Malformed)?;
         if !self.validations.contains_key(&header.alg) {
             return Err(OAuthError::Algorithm);
@@ -157,6 +158,11 @@ impl OAuth {
             })?;
         self.check_scopes(&caller)?;
         Ok(caller.identity)
+    }
+
+    /// Loads the keys once, now; the number loaded.
+    pub async fn load_keys(&self) -> Result<usize, String> {
+        self.jwks.load().await.map_err(|err| err.to_string())
     }
 
     /// Checks `token` against the cached keys only.
