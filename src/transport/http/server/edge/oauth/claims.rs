@@ -28,7 +28,9 @@ impl ClaimPaths {
 /// The caller a validated token names, and the scopes it grants.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Caller {
+    /// Who it is, as the hooks name it.
     pub(super) identity: Identity,
+    /// The scopes the token grants (`scope` or `scp`).
     pub(super) scopes: Vec<String>,
 }
 

@@ -45,7 +45,12 @@ pub(crate) enum JwksError {
     TooLarge,
     /// The file could not be read.
     #[error("cannot read the JWKS file {}: {reason}", path.display())]
-    Read { path: PathBuf, reason: String },
+    Read {
+        /// The file, so the operator knows which one to fix.
+        path: PathBuf,
+        /// What the system said.
+        reason: String,
+    },
     /// The document is not a JWKS, or holds no key acs-proxy can use.
     #[error("the JWKS holds no usable signing key: {0}")]
     NoKeys(String),
@@ -54,6 +59,7 @@ pub(crate) enum JwksError {
 /// One usable public key.
 #[derive(Debug, Clone)]
 pub(crate) struct Key {
+    /// The public key, as `jsonwebtoken` checks signatures with it.
     pub(crate) decoding: DecodingKey,
     /// The JWK's own `alg`, when it pins one.
     pub(crate) algorithm: Option<Algorithm>,
