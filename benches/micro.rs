@@ -22,7 +22,7 @@ use acs_proxy::enforce::Action;
 use acs_proxy::guardian::decision::{Modifications, Redaction};
 use acs_proxy::guardian::remote::signing::{sign_request, SessionKey, SigningSecret};
 use acs_proxy::guardian::DecisionSource;
-use acs_proxy::hooks::{tool_call, HookRequest, Metadata};
+use acs_proxy::hooks::{tool_call, HookRequest, Identity, IdentityDescriptor, Metadata};
 use acs_proxy::jcs;
 use acs_proxy::jsonrpc::{peek_frame, Frame};
 use acs_proxy::policy::{HookView, Policy};
@@ -58,7 +58,16 @@ fn metadata() -> Metadata {
         agent_id: "bench-agent".into(),
         session_id: Uuid::from_u128(0x0123_4567_89ab_4cde_8f01_2345_6789_abcd),
         environment: Some("production".into()),
-        user: None,
+        // Every session has a caller; over stdio, the OS user.
+        user: Some(std::sync::Arc::new(Identity {
+            user_id: "deploy".into(),
+            roles: vec!["operator".into()],
+            tenant: None,
+            descriptor: IdentityDescriptor::PosixUid {
+                uid: 1000,
+                user: Some("deploy".into()),
+            },
+        })),
     }
 }
 

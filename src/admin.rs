@@ -44,6 +44,7 @@ impl Health {
     /// Records whether a remote Guardian answers `system/ping`.
     pub fn set_guardian_up(&self, up: bool) {
         self.guardian_down.store(!up, Ordering::Relaxed);
+        METRICS.guardian_up(up);
     }
 
     /// Whether the proxy can serve traffic now.

@@ -2,6 +2,7 @@
 //!
 //! `run` (the default) serves MCP traffic; `audit verify` checks a log's
 //! hash chains; `audit repair` truncates a torn final line after a crash;
+//! `audit export` writes a log as JSONL or OCSF events;
 //! `config check` validates a `proxy.toml` without starting anything.
 
 use std::path::PathBuf;
@@ -68,6 +69,8 @@ enum AuditCommand {
         /// The JSONL audit log.
         file: PathBuf,
     },
+    /// Write a log's entries to stdout as JSONL or as OCSF events.
+    Export(audit::export::ExportArgs),
     /// Truncate a torn final line (left by a crash mid-write).
     Repair {
         /// The JSONL audit log.
@@ -92,6 +95,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => run(args),
         Some(Command::Audit(AuditCommand::Verify { file })) => verify(&file),
         Some(Command::Audit(AuditCommand::Repair { file })) => repair(&file),
+        Some(Command::Audit(AuditCommand::Export(args))) => audit::export::run(&args),
         Some(Command::Config(ConfigCommand::Check { file })) => check(&file),
         Some(Command::Healthcheck { address }) => match admin::probe(&address) {
             Ok(()) => ExitCode::SUCCESS,
@@ -181,6 +185,7 @@ fn run(args: RunArgs) -> ExitCode {
 
 async fn serve(config: Arc<Config>) -> Result<ExitCode, String> {
     survive_file_size_limit();
+    config.metrics.apply();
     let settings = AuditSettings {
         path: config.audit.path.clone(),
         fsync: config.audit.fsync,

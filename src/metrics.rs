@@ -2,16 +2,28 @@
 //! measure, touched on the hot path only by an atomic add.
 //!
 //! Label values are bounded: MCP methods outside the known set are counted
-//! as `other`, so a peer cannot grow the series count.
+//! as `other`, routes are the configured upstream names, and tool names are
+//! admitted only from the inventory and up to a configured number (see
+//! [`ToolLabels`]), so a peer cannot grow the series count.
 
-use std::sync::LazyLock;
+mod tool_labels;
+
+use std::sync::{LazyLock, OnceLock};
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 use crate::hooks::mcp::method_label;
+
+pub use tool_labels::{ToolLabels, DEFAULT_MAX_TOOL_LABELS, OTHER_TOOL};
+
+/// The `kind` values of `acs_proxy_upstream_errors_total`: an upstream that
+/// could not be started or reached, went away, timed out or wrote a line
+/// that is not JSON-RPC. Each route's series start at zero once the route
+/// is first used, so a rate over them reads 0, not "no data".
+pub const UPSTREAM_ERROR_KINDS: [&str; 4] = ["connect", "exited", "timeout", "malformed"];
 
 /// Every metric the proxy exports.
 pub struct Metrics {
@@ -20,8 +32,22 @@ pub struct Metrics {
     pub messages_total: IntCounterVec,
     /// `acs_proxy_decisions_total{hook,decision,source}`.
     pub decisions_total: IntCounterVec,
-    /// `acs_proxy_decision_seconds`: time from hook to decision.
-    pub decision_seconds: Histogram,
+    /// `acs_proxy_decision_seconds{source,outcome}`: time from hook to
+    /// decision, by who decided and the disposition applied.
+    pub decision_seconds: HistogramVec,
+    /// `acs_proxy_tool_call_duration_seconds{route,tool}`: from the proxy
+    /// reading a `tools/call` to the server's answer, by route and tool
+    /// (bounded by [`ToolLabels`]).
+    pub tool_call_duration_seconds: HistogramVec,
+    /// `acs_proxy_upstream_up{route}`: 1 while the route's upstream last
+    /// started and has not exited on its own since, 0 after a failed start
+    /// or an unexpected exit.
+    pub upstream_up: IntGaugeVec,
+    /// The admitted tool label values.
+    pub tool_labels: ToolLabels,
+    /// `acs_proxy_guardian_up`: registered on first use, by a remote
+    /// Guardian's ping loop, so an embedded deployment has no such series.
+    guardian_up: OnceLock<Option<IntGauge>>,
     /// `acs_proxy_audit_entries_total`: entries appended to the audit log.
     pub audit_entries_total: IntCounter,
     /// `acs_proxy_audit_failures_total`: appends that could not be recorded.
@@ -96,11 +122,32 @@ impl Metrics {
             "Guardian chain-head disagreements (chain_mismatch, -32007)",
         )
         .unwrap_or_else(|err| panic!("acs_proxy_integrity_events_total is malformed: {err}"));
-        let decision_seconds = Histogram::with_opts(
-            HistogramOpts::new("acs_proxy_decision_seconds", "Time from hook to decision")
-                .buckets(latency_buckets()),
+        let decision_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "acs_proxy_decision_seconds",
+                "Time from hook to decision, by decision source and outcome",
+            )
+            .buckets(latency_buckets()),
+            &["source", "outcome"],
         )
         .unwrap_or_else(|err| panic!("acs_proxy_decision_seconds is malformed: {err}"));
+        let tool_call_duration_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "acs_proxy_tool_call_duration_seconds",
+                "Time from reading a tools/call to the server's answer, by route and tool",
+            )
+            .buckets(tool_call_buckets()),
+            &["route", "tool"],
+        )
+        .unwrap_or_else(|err| panic!("acs_proxy_tool_call_duration_seconds is malformed: {err}"));
+        let upstream_up = IntGaugeVec::new(
+            Opts::new(
+                "acs_proxy_upstream_up",
+                "1 while the route's upstream runs, 0 after a failed start or an unexpected exit",
+            ),
+            &["route"],
+        )
+        .unwrap_or_else(|err| panic!("acs_proxy_upstream_up is malformed: {err}"));
         let guardian_request_seconds = HistogramVec::new(
             HistogramOpts::new(
                 "acs_proxy_guardian_request_seconds",
@@ -147,6 +194,8 @@ impl Metrics {
         );
         for collector in [
             Box::new(decision_seconds.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(tool_call_duration_seconds.clone()),
+            Box::new(upstream_up.clone()),
             Box::new(guardian_request_seconds.clone()),
             Box::new(audit_entries_total.clone()),
             Box::new(audit_failures_total.clone()),
@@ -163,6 +212,10 @@ impl Metrics {
             messages_total,
             decisions_total,
             decision_seconds,
+            tool_call_duration_seconds,
+            upstream_up,
+            tool_labels: ToolLabels::default(),
+            guardian_up: OnceLock::new(),
             audit_entries_total,
             audit_failures_total,
             audit_writable,
@@ -194,6 +247,66 @@ impl Metrics {
         self.decisions_total
             .with_label_values(&[hook_label(hook), decision, source])
             .inc();
+    }
+
+    /// Observes how long a hook took to decide, by who decided (`source`)
+    /// and the disposition applied (`outcome`).
+    pub fn decided_in(&self, source: &str, outcome: &str, seconds: f64) {
+        self.decision_seconds
+            .with_label_values(&[source, outcome])
+            .observe(seconds);
+    }
+
+    /// Observes one `tools/call` on `route` answered after `seconds`;
+    /// `listed` says whether the session's inventory names `tool`.
+    pub fn tool_call(&self, route: &str, tool: &str, listed: bool, seconds: f64) {
+        let label = self.tool_labels.label(route, tool, listed);
+        self.tool_call_duration_seconds
+            .with_label_values(&[route, &label])
+            .observe(seconds);
+    }
+
+    /// Records an attempt to start (or reach) `route`'s upstream: `up`
+    /// follows it, and a failure counts as a `connect` upstream error.
+    pub fn upstream_started(&self, route: &str, started: bool) {
+        for kind in UPSTREAM_ERROR_KINDS {
+            self.upstream_errors_total.with_label_values(&[route, kind]);
+        }
+        if !started {
+            self.upstream_error(route, "connect");
+        }
+        self.upstream_up
+            .with_label_values(&[route])
+            .set(i64::from(started));
+    }
+
+    /// Records that `route`'s upstream went away on its own.
+    pub fn upstream_exited(&self, route: &str) {
+        self.upstream_error(route, "exited");
+        self.upstream_up.with_label_values(&[route]).set(0);
+    }
+
+    /// Counts one upstream error of `kind` (one of [`UPSTREAM_ERROR_KINDS`]).
+    pub fn upstream_error(&self, route: &str, kind: &str) {
+        self.upstream_errors_total
+            .with_label_values(&[route, kind])
+            .inc();
+    }
+
+    /// Records whether the remote Guardian answers `system/ping`.
+    pub fn guardian_up(&self, up: bool) {
+        let gauge = self.guardian_up.get_or_init(|| {
+            let gauge = IntGauge::new(
+                "acs_proxy_guardian_up",
+                "1 while the remote Guardian answers system/ping, 0 while it does not",
+            )
+            .ok()?;
+            self.registry.register(Box::new(gauge.clone())).ok()?;
+            Some(gauge)
+        });
+        if let Some(gauge) = gauge {
+            gauge.set(i64::from(up));
+        }
     }
 
     /// Counts one enforcement action.
@@ -238,6 +351,13 @@ fn latency_buckets() -> Vec<f64> {
     ]
 }
 
+/// 1 ms to 60 s: a tool call ranges from a lookup to a long computation.
+fn tool_call_buckets() -> Vec<f64> {
+    vec![
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    ]
+}
+
 /// A hook method as a bounded label: wrapped methods outside the known MCP
 /// set become `protocols/MCP/other`.
 pub fn hook_label(hook: &str) -> &str {
@@ -258,7 +378,22 @@ mod tests {
         METRICS.audit_entries_total.inc();
         METRICS.sessions_active.with_label_values(&["demo"]).inc();
         METRICS.http_request("demo", 202);
+        METRICS.decided_in("embedded", "deny", 0.0001);
+        METRICS.tool_call("demo", "echo", true, 0.02);
+        METRICS.tool_call("demo", "unlisted", false, 0.02);
+        METRICS.upstream_started("demo", true);
+        METRICS.guardian_up(true);
         let text = METRICS.render();
+        for needle in [
+            "acs_proxy_decision_seconds_bucket{outcome=\"deny\",source=\"embedded\",le=",
+            "acs_proxy_tool_call_duration_seconds_count{route=\"demo\",tool=\"echo\"}",
+            "acs_proxy_tool_call_duration_seconds_count{route=\"demo\",tool=\"other\"}",
+            "acs_proxy_upstream_up{route=\"demo\"} 1",
+            "acs_proxy_upstream_errors_total{kind=\"malformed\",route=\"demo\"}",
+            "acs_proxy_guardian_up 1",
+        ] {
+            assert!(text.contains(needle), "{needle} missing in:\n{text}");
+        }
         assert!(text.contains("acs_proxy_http_requests_total{route=\"demo\",status=\"202\"}"));
         assert!(text.contains("acs_proxy_sessions_active{route=\"demo\"}"));
         for name in [

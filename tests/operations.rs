@@ -49,15 +49,20 @@ fn metrics_and_health_are_served() {
     proxy.initialize(json!({}));
     proxy.send(&tool_call(2, "get-env", json!({})));
     proxy.response(&json!(2));
+    proxy.send(&tool_call(3, "echo", json!({"text": "x"})));
+    proxy.response(&json!(3));
     assert!(wait_for_http(port, "/healthz").starts_with("HTTP/1.1 200"));
     assert!(wait_for_http(port, "/readyz").starts_with("HTTP/1.1 200"));
     let metrics = wait_for_http(port, "/metrics");
     for needle in [
         "acs_proxy_messages_total{direction=\"client_to_server\",method=\"tools/call\"}",
         "acs_proxy_decisions_total{decision=\"deny\",hook=\"steps/toolCallRequest\",source=\"embedded\"} 1",
-        "acs_proxy_decision_seconds_bucket",
+        "acs_proxy_decision_seconds_bucket{outcome=\"deny\",source=\"embedded\",le=",
         "acs_proxy_audit_entries_total",
         "acs_proxy_sessions_active{route=\"demo\"} 1",
+        "acs_proxy_tool_call_duration_seconds_count{route=\"demo\",tool=\"echo\"} 1",
+        "acs_proxy_upstream_up{route=\"demo\"} 1",
+        "acs_proxy_upstream_errors_total{kind=\"connect\",route=\"demo\"} 0",
     ] {
         assert!(metrics.contains(needle), "missing {needle} in:\n{metrics}");
     }
@@ -80,6 +85,39 @@ fn metrics_and_health_are_served() {
         .output()
         .unwrap();
     assert!(!probe.status.success(), "nothing listens any more");
+}
+
+/// Tool names label the latency histogram only when the server lists the
+/// tool, and only up to `[metrics] max_tool_labels` of them.
+#[test]
+fn tool_latency_labels_are_bounded_by_the_inventory_and_the_limit() {
+    let scratch = Scratch::new();
+    let port = free_port();
+    let config = scratch.demo_config(&format!(
+        "[metrics]\naddress = \"127.0.0.1:{port}\"\nmax_tool_labels = 1\n"
+    ));
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    proxy.send(&tool_call(2, "echo", json!({"text": "x"})));
+    proxy.response(&json!(2));
+    proxy.send(&tool_call(3, "add", json!({"a": 1, "b": 2})));
+    proxy.response(&json!(3));
+    proxy.send(&tool_call(4, "no-such-tool", json!({})));
+    proxy.response(&json!(4));
+    let metrics = wait_for_http(port, "/metrics");
+    let tool_series: Vec<&str> = metrics
+        .lines()
+        .filter(|line| line.starts_with("acs_proxy_tool_call_duration_seconds_count"))
+        .collect();
+    assert_eq!(
+        tool_series,
+        [
+            "acs_proxy_tool_call_duration_seconds_count{route=\"demo\",tool=\"echo\"} 1",
+            "acs_proxy_tool_call_duration_seconds_count{route=\"demo\",tool=\"other\"} 2",
+        ],
+        "{metrics}"
+    );
+    assert!(proxy.finish().success());
 }
 
 #[test]

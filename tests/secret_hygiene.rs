@@ -1,5 +1,5 @@
-//! Secret hygiene and bounded labels: with a bearer token and a remote
-//! Guardian's key configured, traffic that includes failures and a flood
+//! Secret hygiene and bounded labels: with a named bearer token and a
+//! remote Guardian's key configured, traffic that includes failures and a flood
 //! of invented methods leaves neither secret in the proxy's stderr (at
 //! debug level), its `/metrics` or its audit log, and method labels stay
 //! bounded (`other`).
@@ -21,7 +21,9 @@ async fn secrets_stay_out_of_logs_metrics_and_audit_and_labels_stay_bounded() {
     let scratch = Scratch::new();
     let token = "tok-0f3c9a-very-secret-bearer";
     let tokens = scratch.path("tokens");
-    std::fs::write(&tokens, format!("{token}\n")).unwrap();
+    // A named token: its principal goes on every hook and entry, the
+    // token itself nowhere.
+    std::fs::write(&tokens, format!("{token} alice admin acme\n")).unwrap();
     let guardian = TestGuardian::http(
         &scratch,
         &json!({"rules": [{"method": "steps/toolCallRequest", "tool": "get-env",
@@ -113,6 +115,10 @@ async fn secrets_stay_out_of_logs_metrics_and_audit_and_labels_stay_bounded() {
             assert!(!text.contains(secret.as_str()), "{name} holds {secret:?}");
         }
     }
+    assert!(
+        audit.contains(r#""user_id":"alice""#),
+        "the audit names the principal instead"
+    );
     assert!(!audit.contains("Bearer "));
     assert!(!stderr
         .to_ascii_lowercase()

@@ -135,11 +135,15 @@ fn write_content<S: Sink>(sink: &mut S, entry: &ContextEntry) -> Result<(), JcsE
         content_digest,
         hook_params,
         detail,
+        user_id,
+        authentication_method,
+        tenant_id,
         previous_hash: _,
         entry_hash: _,
     } = entry;
     let mut object = CanonicalObject::new(sink);
     object.str("action", action.map(|a| a.as_str()));
+    object.str("authentication_method", authentication_method.as_deref());
     object.str("content_digest", content_digest.as_deref());
     object.str("decision", decision.as_deref());
     object.str("decision_source", decision_source.map(|s| s.as_str()));
@@ -167,7 +171,9 @@ fn write_content<S: Sink>(sink: &mut S, entry: &ContextEntry) -> Result<(), JcsE
     object.str("session_id", Some(session_id));
     object.str("step_id", Some(step_id));
     object.str("step_type", Some(step_type));
+    object.str("tenant_id", tenant_id.as_deref());
     object.str("timestamp", Some(timestamp));
+    object.str("user_id", user_id.as_deref());
     object.sink.put(b"}");
     Ok(())
 }
@@ -352,6 +358,14 @@ mod tests {
             .content_digest("def")
             .hook_params(serde_json::json!({"z": [1.50, -0, 1e21], "a": {"y": null, "b": true}}))
             .detail("modification refused")
+            .caller(&crate::hooks::Identity {
+                user_id: "alice \"a\"".into(),
+                roles: vec!["admin".into()],
+                tenant: Some("acme".into()),
+                descriptor: crate::hooks::IdentityDescriptor::ApiToken {
+                    name: "alice".into(),
+                },
+            })
             .into_entry(
                 "s",
                 12,

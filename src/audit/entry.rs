@@ -85,6 +85,16 @@ pub struct ContextEntry {
     /// Free-form detail for enforcement events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Who the session's caller is (`user_context.user_id`), on every
+    /// entry of a session whose caller is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    /// How the caller authenticated (`user_context.authentication_method`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication_method: Option<String>,
+    /// The caller's tenant (`params.tenant_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
 
     /// `entry_hash` of the previous entry of the session; written as an
     /// explicit `null` on the first entry so a reader sees a chain root, not
@@ -120,6 +130,9 @@ mod tests {
             content_digest: None,
             hook_params: None,
             detail: None,
+            user_id: None,
+            authentication_method: None,
+            tenant_id: None,
             previous_hash: None,
             entry_hash: "h".into(),
         }

@@ -26,10 +26,12 @@
 //! Layout: [`entry`](ContextEntry) is the stored form, [`AuditRecord`] what
 //! callers fill, `chain` the §8.2 hash, `head` the linking of records into a
 //! chain, [`AuditLog`] / `writer` the shared store, [`AuditChain`] the
-//! per-session handle, and [`verify_file`] the offline check.
+//! per-session handle, [`verify_file`] the offline check, and [`export`]
+//! the log as JSONL or OCSF events for other tools.
 
 mod chain;
 mod entry;
+pub mod export;
 mod head;
 mod outage;
 mod outcome;

@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::entry::ContextEntry;
 use crate::enforce::Action;
 use crate::guardian::DecisionSource;
+use crate::hooks::Identity;
 use crate::session::Direction;
 
 /// A step to be recorded, built up with chained setters.
@@ -58,6 +59,9 @@ impl AuditRecord {
                 content_digest: None,
                 hook_params: None,
                 detail: None,
+                user_id: None,
+                authentication_method: None,
+                tenant_id: None,
                 previous_hash: None,
                 entry_hash: String::new(),
             },
@@ -145,6 +149,15 @@ impl AuditRecord {
     /// Sets free-form detail (enforcement events).
     pub fn detail(mut self, detail: impl Into<String>) -> Self {
         self.entry.detail = Some(detail.into());
+        self
+    }
+
+    /// Names the session's caller on the entry.
+    pub(crate) fn caller(mut self, caller: &Identity) -> Self {
+        self.entry.user_id = Some(caller.user_id.clone());
+        self.entry.authentication_method =
+            Some(caller.descriptor.authentication_method().to_owned());
+        self.entry.tenant_id = caller.tenant.clone();
         self
     }
 

@@ -22,6 +22,7 @@ use super::record::AuditRecord;
 use super::settings::FsyncMode;
 use super::store::AuditLog;
 use super::AuditError;
+use crate::hooks::Identity;
 
 /// What an append recorded: the caller can cite `entry_id` (e.g. as
 /// `audit_entry_id` in an error reply) and `entry_hash` is the new head.
@@ -43,6 +44,8 @@ pub struct AuditChain {
 #[derive(Debug)]
 pub(crate) struct State {
     session_id: String,
+    /// Who opened the session, named on every entry.
+    caller: Option<Arc<Identity>>,
     head: Mutex<ChainHead>,
     /// The last entry the writer put in the file.
     on_disk: Arc<Mutex<Tip>>,
@@ -60,17 +63,24 @@ impl AuditLog {
     /// a second call with the same id starts a second chain at entry "1",
     /// which [`super::verify_file`] rejects.
     pub fn session(&self, session_id: &str) -> AuditChain {
-        AuditChain::new(self.clone(), session_id)
+        self.session_of(session_id, None)
+    }
+
+    /// As [`Self::session`], for a session opened by `caller`: every entry
+    /// of the chain names it.
+    pub fn session_of(&self, session_id: &str, caller: Option<Arc<Identity>>) -> AuditChain {
+        AuditChain::new(self.clone(), session_id, caller)
     }
 }
 
 impl AuditChain {
     /// Starts an empty chain for `session_id` on `log`.
-    pub(crate) fn new(log: AuditLog, session_id: &str) -> Self {
+    pub(crate) fn new(log: AuditLog, session_id: &str, caller: Option<Arc<Identity>>) -> Self {
         Self {
             log,
             state: Arc::new(State {
                 session_id: session_id.to_owned(),
+                caller,
                 head: Mutex::new(ChainHead::default()),
                 on_disk: Arc::new(Mutex::new(Tip::default())),
             }),
@@ -127,6 +137,10 @@ impl AuditChain {
                 (Some(ack), Some(durable))
             }
             FsyncMode::Batch | FsyncMode::Never => (None, None),
+        };
+        let record = match &self.state.caller {
+            Some(caller) => record.caller(caller),
+            None => record,
         };
         let mut head = self.lock_head();
         let epoch = self.resync(&mut head);

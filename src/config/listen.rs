@@ -49,6 +49,14 @@ pub struct ListenConfig {
     /// TLS private key (PEM).
     #[serde(default)]
     pub tls_key: Option<PathBuf>,
+    /// CA certificates (PEM bundle) that client certificates must chain to;
+    /// with `tls_cert`/`tls_key`, every client must present a certificate
+    /// they issued (mutual TLS) or its handshake fails. The certificate is
+    /// the principal of its requests unless bearer auth is also on, in
+    /// which case the bearer credential names the principal and the
+    /// certificate only admits the connection.
+    #[serde(default)]
+    pub client_ca: Option<PathBuf>,
     /// Sessions open at once; more are refused with 503.
     #[serde(default = "default_max_sessions")]
     pub max_sessions: usize,
@@ -74,6 +82,7 @@ impl Default for ListenConfig {
             oauth: None,
             tls_cert: None,
             tls_key: None,
+            client_ca: None,
             max_sessions: default_max_sessions(),
             session_idle_timeout_ms: default_session_idle_timeout_ms(),
             header_read_timeout_ms: default_header_read_timeout_ms(),
@@ -86,6 +95,9 @@ impl ListenConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err("listen: `tls_cert` and `tls_key` go together".into());
+        }
+        if self.client_ca.is_some() && self.tls_cert.is_none() {
+            return Err("listen.client_ca needs `tls_cert` and `tls_key`".into());
         }
         if !self.path.starts_with('/') {
             return Err(format!(
@@ -117,6 +129,7 @@ impl SectionPaths for ListenConfig {
             &mut self.auth_tokens_file,
             &mut self.tls_cert,
             &mut self.tls_key,
+            &mut self.client_ca,
         ] {
             resolve_optional(base, path);
         }
@@ -130,6 +143,7 @@ impl SectionPaths for ListenConfig {
             optional_setting("listen.auth_tokens_file", &self.auth_tokens_file),
             optional_setting("listen.tls_cert", &self.tls_cert),
             optional_setting("listen.tls_key", &self.tls_key),
+            optional_setting("listen.client_ca", &self.client_ca),
         ]
         .into_iter()
         .flatten()
@@ -169,4 +183,25 @@ pub enum ListenTransport {
     Http,
     /// WebSocket, subprotocol `mcp`.
     Ws,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_ca_needs_a_tls_listener() {
+        let listen = ListenConfig {
+            client_ca: Some("ca.pem".into()),
+            ..ListenConfig::default()
+        };
+        let err = listen.validate().unwrap_err();
+        assert!(err.contains("client_ca"), "{err}");
+        let listen = ListenConfig {
+            tls_cert: Some("cert.pem".into()),
+            tls_key: Some("key.pem".into()),
+            ..listen
+        };
+        assert!(listen.validate().is_ok());
+    }
 }

@@ -14,6 +14,7 @@ mod oauth;
 mod operations;
 mod paths;
 mod upstream;
+mod upstream_oauth;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,6 +29,7 @@ pub use oauth::OAuthConfig;
 pub use operations::{AuditConfig, LimitsConfig, MetricsConfig};
 pub use paths::PathSetting;
 pub use upstream::{UpstreamConfig, UpstreamTransport};
+pub use upstream_oauth::{ClientAuth, UpstreamOAuth};
 
 use crate::policy::{Policy, PolicySource, PolicySpec};
 use paths::SectionPaths;

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use super::paths::{file_setting, resolve_file, PathSetting, SectionPaths};
 
 use crate::audit::{FsyncMode, OnFailure};
+use crate::metrics::{DEFAULT_MAX_TOOL_LABELS, METRICS};
 
 /// The audit log.
 #[derive(Debug, Clone, Deserialize)]
@@ -57,12 +58,37 @@ fn default_audit_path() -> PathBuf {
 }
 
 /// The Prometheus and health endpoint.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsConfig {
     /// Where `/metrics`, `/healthz` and `/readyz` are served; off when absent.
     #[serde(default)]
     pub address: Option<SocketAddr>,
+    /// How many `(route, tool)` pairs may label
+    /// `acs_proxy_tool_call_duration_seconds`; calls of further tools, and
+    /// of tools the inventory does not list, count as `tool="other"`.
+    #[serde(default = "default_max_tool_labels")]
+    pub max_tool_labels: usize,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self {
+            address: None,
+            max_tool_labels: default_max_tool_labels(),
+        }
+    }
+}
+
+impl MetricsConfig {
+    /// Applies the settings that shape the process-wide registry.
+    pub fn apply(&self) {
+        METRICS.tool_labels.set_limit(self.max_tool_labels);
+    }
+}
+
+fn default_max_tool_labels() -> usize {
+    DEFAULT_MAX_TOOL_LABELS
 }
 
 /// Bounds on what a peer may make the proxy hold.

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use super::paths::{
     optional_setting, program_setting, resolve_optional, resolve_program, PathSetting, SectionPaths,
 };
+use super::upstream_oauth::UpstreamOAuth;
 
 /// One MCP server behind the proxy: a program to spawn (`command`) or a
 /// server to reach (`url`).
@@ -61,6 +62,11 @@ pub struct UpstreamConfig {
     /// Client private key (PEM) for mutual TLS to the upstream.
     #[serde(default)]
     pub client_key: Option<PathBuf>,
+    /// `[upstream.oauth]`: authenticate to a network upstream with an
+    /// OAuth access token the proxy obtains for itself (client
+    /// credentials grant), sent as `Authorization: Bearer` on every request.
+    #[serde(default)]
+    pub oauth: Option<UpstreamOAuth>,
 }
 
 /// Network upstream transports.
@@ -92,6 +98,7 @@ impl UpstreamConfig {
             ca_file: None,
             client_cert: None,
             client_key: None,
+            oauth: None,
         }
     }
 
@@ -122,6 +129,23 @@ impl UpstreamConfig {
     /// Checks that the route names exactly one way to reach its server.
     pub fn validate(&self) -> Result<(), String> {
         let name = &self.name;
+        if let Some(oauth) = &self.oauth {
+            if self.url.is_none() {
+                return Err(format!(
+                    "upstream \"{name}\": `oauth` applies to a network `url`, not to a `command`"
+                ));
+            }
+            if self
+                .headers
+                .keys()
+                .any(|h| h.eq_ignore_ascii_case("authorization"))
+            {
+                return Err(format!(
+                    "upstream \"{name}\": set an Authorization header or `oauth`, not both"
+                ));
+            }
+            oauth.validate(name)?;
+        }
         if self.share && self.url.is_some() {
             return Err(format!(
                 "upstream \"{name}\": `share` applies to a spawned `command`, not to a `url`"
@@ -156,6 +180,9 @@ impl SectionPaths for UpstreamConfig {
         ] {
             resolve_optional(base, path);
         }
+        if let Some(oauth) = &mut self.oauth {
+            oauth.resolve_paths(base);
+        }
     }
 
     fn path_settings(&self) -> Vec<PathSetting> {
@@ -166,6 +193,7 @@ impl SectionPaths for UpstreamConfig {
             optional_setting(key("ca_file"), &self.ca_file),
             optional_setting(key("client_cert"), &self.client_cert),
             optional_setting(key("client_key"), &self.client_key),
+            self.oauth.as_ref().map(|o| o.path_setting(&self.name)),
         ]
         .into_iter()
         .flatten()

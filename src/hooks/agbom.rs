@@ -118,6 +118,13 @@ impl Inventory {
         self.lists.insert(kind, entries);
     }
 
+    /// Whether the server's last complete list of `kind` names `key`.
+    pub fn lists(&self, kind: ListKind, key: &str) -> bool {
+        self.lists
+            .get(&kind)
+            .is_some_and(|items| items.contains_key(key))
+    }
+
     /// The items of a list result (`result.tools`, …), if it has them.
     pub fn list_items(kind: ListKind, result: &Value) -> Option<&Vec<Value>> {
         result.get(kind.result_field()).and_then(Value::as_array)

@@ -58,22 +58,6 @@ impl Metadata {
     }
 }
 
-/// `,"user_context":{…}` in canonical member order.
-fn write_canonical_user_context<S: Sink>(sink: &mut S, user: &Identity) {
-    sink.put(b",\"user_context\":{\"authentication_method\":");
-    jcs::write_str(sink, user.descriptor.authentication_method());
-    sink.put(b",\"roles\":[");
-    for (index, role) in user.roles.iter().enumerate() {
-        if index > 0 {
-            sink.put(b",");
-        }
-        jcs::write_str(sink, role);
-    }
-    sink.put(b"],\"user_id\":");
-    jcs::write_str(sink, &user.user_id);
-    sink.put(b"}");
-}
-
 /// One hook invocation: a method, a fresh `request_id`, when it fired, and
 /// the payload. The tool name rides along for policy matching only.
 #[derive(Debug, Clone)]
@@ -161,7 +145,7 @@ impl HookRequest {
             Hyphenated::from_uuid(metadata.session_id).encode_lower(&mut uuid),
         );
         if let Some(user) = &metadata.user {
-            write_canonical_user_context(sink, user);
+            user.write_canonical_user_context(sink);
         }
         sink.put(b"},\"payload\":");
         jcs::write_value(sink, &self.payload)?;

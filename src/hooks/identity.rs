@@ -11,6 +11,8 @@
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::jcs::{self, Sink};
+
 /// The authenticated caller of one session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
@@ -165,6 +167,23 @@ impl Identity {
             IdentityDescriptor::Configured => hasher.update(self.user_id.as_bytes()),
         }
         hasher.finalize().into()
+    }
+
+    /// `,"user_context":{…}` in canonical (RFC 8785) member order, for
+    /// the writers that stream an envelope's canonical form.
+    pub fn write_canonical_user_context<S: Sink>(&self, sink: &mut S) {
+        sink.put(b",\"user_context\":{\"authentication_method\":");
+        jcs::write_str(sink, self.descriptor.authentication_method());
+        sink.put(b",\"roles\":[");
+        for (index, role) in self.roles.iter().enumerate() {
+            if index > 0 {
+                sink.put(b",");
+            }
+            jcs::write_str(sink, role);
+        }
+        sink.put(b"],\"user_id\":");
+        jcs::write_str(sink, &self.user_id);
+        sink.put(b"}");
     }
 
     /// Whether any of the caller's roles is `role`.

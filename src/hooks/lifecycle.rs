@@ -1,6 +1,10 @@
 //! `steps/sessionStart` and `steps/sessionEnd` payloads.
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
+
+use super::identity::Identity;
 
 /// What the proxy knows when a session starts: the first client message
 /// (normally `initialize`) and where it is going.
@@ -14,6 +18,8 @@ pub struct SessionStartInfo {
     pub client_info: Option<Value>,
     /// `params.protocolVersion` of the client's `initialize`, when present.
     pub protocol_version: Option<String>,
+    /// Who opened the session, when the downstream side knows.
+    pub user: Option<Arc<Identity>>,
 }
 
 /// The `steps/sessionStart` payload.
@@ -29,7 +35,11 @@ pub fn session_start_payload(info: &SessionStartInfo) -> Value {
     if let Some(version) = &info.protocol_version {
         platform["mcp_protocol_version"] = Value::from(version.as_str());
     }
-    json!({ "platform_context": platform })
+    let mut payload = json!({ "platform_context": platform });
+    if let Some(user) = &info.user {
+        payload["user_identity"] = user.user_identity();
+    }
+    payload
 }
 
 /// Why a session ended (`reason` in `steps/sessionEnd`).

@@ -149,9 +149,7 @@ pub async fn decide_batch(
 /// hooks it does not evaluate are allowed, failures go to the posture
 /// (or fail closed), and every decision is counted.
 pub fn resolve(session: &Session, hook: &HookRequest, answer: Answer) -> Decided {
-    METRICS
-        .decision_seconds
-        .observe(answer.elapsed.as_secs_f64());
+    let elapsed = answer.elapsed.as_secs_f64();
     let decided = match answer.result {
         Ok(decision) => {
             if decision
@@ -174,6 +172,11 @@ pub fn resolve(session: &Session, hook: &HookRequest, answer: Answer) -> Decided
         },
         Err(err) => failure(session.negotiated().on_decision_failure, &err),
     };
+    METRICS.decided_in(
+        decided.source.as_str(),
+        decided.decision.decision.as_str(),
+        elapsed,
+    );
     count(hook, decided)
 }
 

@@ -14,7 +14,7 @@ use super::decide::{self, MessageContext};
 pub use super::delivery::Delivery;
 use super::delivery::Outcome;
 use super::stage::{self, Flow, Passage};
-use super::{inventory, lifecycle, timeout};
+use super::{inventory, lifecycle, timeout, tool_latency};
 use crate::enforce::reply::{self, Denial};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::Decision;
@@ -382,6 +382,9 @@ async fn handle_response(
     };
     // Ends the request's upstream timeout watch.
     request.cancel.cancel();
+    if direction == Direction::ServerToClient {
+        tool_latency::observe(session, &request);
+    }
     let mut doc = match parse(session, direction, &message, Some(&request.method)).await {
         Ok(doc) => doc,
         Err(refusal) => return refusal,

@@ -74,6 +74,7 @@ async fn start(session: &Session, first: &Frame) {
         upstream: session.upstream.clone(),
         client_info,
         protocol_version,
+        user: session.identity.clone(),
     };
     let hook = HookRequest::new(hooks::SESSION_START, session_start_payload(&info), None);
     let context = lifecycle_context("initialize");

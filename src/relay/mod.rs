@@ -7,6 +7,7 @@
 //! - [`inventory`]: `agbom/snapshot` and `agbom/changed`.
 //! - [`lifecycle`]: `steps/sessionStart` and `steps/sessionEnd`.
 //! - [`timeout`]: the per-request upstream timeout.
+//! - `tool_latency`: timing answered tool calls by tool, for `/metrics`.
 //! - [`run_session`]: one session over any pair of transports;
 //!   [`run_stdio`] is the stdio deployment built on it.
 
@@ -22,6 +23,7 @@ mod sessions;
 pub mod stage;
 mod stdio;
 pub mod timeout;
+mod tool_latency;
 
 pub use run::{run_session, SessionContext, SessionExit};
 pub use sessions::RelaySessions;

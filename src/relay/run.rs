@@ -63,7 +63,9 @@ pub async fn run_session(
         server: upstream.writer.clone(),
     };
     let session_id = Uuid::new_v4();
-    let chain = context.audit.session(&session_id.to_string());
+    let chain = context
+        .audit
+        .session_of(&session_id.to_string(), downstream.identity.clone());
     let session = Arc::new(
         Session::new(
             context.config.clone(),
@@ -102,10 +104,7 @@ pub async fn run_session(
         }
         _ = &mut server_pump => {
             let exit = upstream.control.wait().await;
-            METRICS
-                .upstream_errors_total
-                .with_label_values(&[session.upstream.as_str(), "exited"])
-                .inc();
+            METRICS.upstream_exited(&session.upstream);
             fail_pending(&session, &exit).await;
             client_pump.abort();
             SessionExit::ServerExited(exit)

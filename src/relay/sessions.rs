@@ -68,13 +68,9 @@ impl RelaySessions {
         upstream_config
             .headers
             .extend(downstream.upstream_headers.iter().cloned());
-        let upstream = self.connect(&upstream_config).await.map_err(|err| {
-            METRICS
-                .upstream_errors_total
-                .with_label_values(&[route, "connect"])
-                .inc();
-            err.to_string()
-        })?;
+        let upstream = self.connect(&upstream_config).await;
+        METRICS.upstream_started(route, upstream.is_ok());
+        let upstream = upstream.map_err(|err| err.to_string())?;
         let context = SessionContext {
             config: self.config.clone(),
             upstream: upstream_config,

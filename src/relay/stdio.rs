@@ -13,6 +13,7 @@ use crate::audit::AuditLog;
 use crate::config::Config;
 use crate::guardian::Guardian;
 use crate::limits::RequestBudget;
+use crate::metrics::METRICS;
 use crate::transport::downstream::Downstream;
 use crate::transport::stdio::{self, StdioDownstream};
 use crate::transport::upstream::{self, UpstreamError};
@@ -34,7 +35,9 @@ pub async fn run_stdio(
         limits.max_message_bytes,
         limits.max_in_flight,
     )
-    .await?;
+    .await;
+    METRICS.upstream_started(&upstream_config.name, upstream.is_ok());
+    let upstream = upstream?;
     health.set_upstream_up(true);
     let stdio = StdioDownstream::open(limits.max_message_bytes, limits.max_in_flight);
     let downstream = Downstream {

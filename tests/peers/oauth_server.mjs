@@ -15,7 +15,11 @@
 // Tokens issued by POST /token carry the claims set with
 //   {"cmd": "claims", "claims": {...}}                          -> {"ok": true}
 // merged into every later token (client-credentials clients such as the
-// proxy's upstream authentication use that endpoint).
+// proxy's upstream authentication use that endpoint), and
+//   {"cmd": "ttl", "expires_in": N}                             -> {"ok": true}
+// sets the expires_in its answers state from now on (the JWT's exp is not
+// changed). What the token endpoint was asked and what it answered:
+//   {"cmd": "token_requests"}  -> {"requests": [{"body", "authorization", "access_token"}]}
 import { createInterface } from "node:readline";
 import { OAuth2Server } from "oauth2-mock-server";
 
@@ -24,6 +28,7 @@ const server = new OAuth2Server();
 await server.issuer.keys.generate("RS256", { kid: "k1" });
 
 let extraClaims = {};
+let endpointTokens = 0;
 
 // The JWKS endpoint serves keys.toJSON(); while `jwksDown`, it throws and
 // the server answers 500.
@@ -35,6 +40,22 @@ server.issuer.keys.toJSON = (...args) => {
 };
 server.service.on("beforeTokenSigning", (token) => {
   Object.assign(token.payload, extraClaims);
+  // Two tokens issued within one second differ all the same.
+  endpointTokens += 1;
+  token.payload.jti ??= `endpoint-token-${endpointTokens}`;
+});
+
+let endpointTtl = null;
+const tokenRequests = [];
+server.service.on("beforeResponse", (response, req) => {
+  if (endpointTtl !== null) {
+    response.body.expires_in = endpointTtl;
+  }
+  tokenRequests.push({
+    body: req.body,
+    authorization: req.headers.authorization ?? null,
+    access_token: response.body.access_token ?? null,
+  });
 });
 
 await server.start(port, "127.0.0.1");
@@ -67,6 +88,11 @@ async function handle(command) {
     case "claims":
       extraClaims = command.claims ?? {};
       return { ok: true };
+    case "ttl":
+      endpointTtl = command.expires_in;
+      return { ok: true };
+    case "token_requests":
+      return { requests: tokenRequests };
     default:
       return { error: `unknown command ${command.cmd}` };
   }

@@ -5,7 +5,9 @@
 //!
 //! Each server answers with hand-written bytes (odd spacing, escapes,
 //! unknown fields, big numbers) so a test can check the client forwards
-//! them exactly, and records what it received, headers included.
+//! them exactly, and records what it received, headers included. The
+//! Streamable HTTP server can refuse chosen `Authorization` values with
+//! 401, as a server does with a revoked token.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -276,6 +278,8 @@ struct HttpState {
     standalone: Mutex<Option<mpsc::Sender<Bytes>>>,
     no_get: AtomicBool,
     hung_up: AtomicUsize,
+    /// `Authorization` values answered with 401.
+    refused_authorizations: Mutex<Vec<String>>,
 }
 
 impl HttpState {
@@ -369,6 +373,16 @@ impl StreamableServer {
         self.state.no_get.store(true, Ordering::SeqCst);
     }
 
+    /// Answers every request carrying `Authorization: <value>` with 401
+    /// from now on, as a server does with a revoked or expired token.
+    pub fn refuse_authorization(&self, value: &str) {
+        self.state
+            .refused_authorizations
+            .lock()
+            .unwrap()
+            .push(value.to_owned());
+    }
+
     /// How many never-answered stateless streams the client closed.
     pub fn hung_up(&self) -> usize {
         self.state.hung_up.load(Ordering::SeqCst)
@@ -393,6 +407,17 @@ async fn streamable(
         headers: headers.clone(),
         body: body.clone(),
     });
+    let authorization = headers.get("authorization").and_then(|v| v.to_str().ok());
+    if authorization.is_some_and(|value| {
+        state
+            .refused_authorizations
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|refused| refused == value)
+    }) {
+        return (StatusCode::UNAUTHORIZED, "invalid token").into_response();
+    }
     let stateless = headers.contains_key("mcp-method");
     let message = peek(&body);
     if method == Method::POST && message.method.as_deref() == Some("initialize") {

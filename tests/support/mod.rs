@@ -16,6 +16,8 @@ pub mod pairs;
 
 pub mod oauth;
 
+pub mod prometheus;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};

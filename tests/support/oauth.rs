@@ -98,6 +98,18 @@ impl AuthorizationServer {
         self.command(json!({"cmd": "claims", "claims": claims}));
     }
 
+    /// The `expires_in` the token endpoint's answers state from now on.
+    pub fn set_endpoint_ttl(&mut self, expires_in: u64) {
+        self.command(json!({"cmd": "ttl", "expires_in": expires_in}));
+    }
+
+    /// Every request to the token endpoint so far: its form `body`, its
+    /// `authorization` header (or null) and the `access_token` answered.
+    pub fn token_requests(&mut self) -> Vec<Value> {
+        let answer = self.command(json!({"cmd": "token_requests"}));
+        answer["requests"].as_array().cloned().unwrap_or_default()
+    }
+
     fn command(&mut self, command: Value) -> Value {
         writeln!(self.stdin, "{command}").expect("write command");
         self.stdin.flush().expect("flush");

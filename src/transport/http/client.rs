@@ -44,10 +44,12 @@
 //! Parts: `headers` (what each POST carries), `pending` (the requests a
 //! POST waits on), `reply` (answers, and errors in their place), `streams`
 //! (event streams and their resumption), `message` (peeks), `link`, `net`,
-//! `route` (what the sessions of a route share).
+//! `route` (what the sessions of a route share), `credentials` (the
+//! route's OAuth access token, `[upstream.oauth]`).
 //!
 //! Not done here: the agent's own `Authorization` (`forward_authorization`).
 
+mod credentials;
 mod headers;
 pub(crate) mod link;
 pub(crate) mod message;
@@ -122,6 +124,7 @@ pub async fn connect(
 ) -> Result<Upstream, UpstreamError> {
     let headers = net::configured_headers(config).map_err(|reason| route.target.error(reason))?;
     route.check_reachable().await?;
+    route.authorization().await?;
 
     let (link, frames) = Link::new(queue);
     let client = Arc::new(Client {
@@ -277,13 +280,8 @@ impl Client {
         headers: HeaderMap,
         mode: Mode,
     ) {
-        let send = self
-            .route
-            .http
-            .post(self.route.target.url.clone())
-            .headers(headers)
-            .body(frame)
-            .send();
+        let post = self.route.http.post(self.route.target.url.clone());
+        let send = self.route.send(post.headers(headers).body(frame));
         let response = tokio::select! {
             response = send => response,
             _ = self.link.closed() => return,
@@ -367,14 +365,8 @@ impl Client {
     /// One request exchange: POST, then the JSON body or the event stream
     /// (resumed if it drops), then errors for whatever stayed unanswered.
     async fn request(&self, frame: Bytes, headers: HeaderMap, mode: Mode, pending: &mut Pending) {
-        let sent = self
-            .route
-            .http
-            .post(self.route.target.url.clone())
-            .headers(headers)
-            .body(frame)
-            .send()
-            .await;
+        let post = self.route.http.post(self.route.target.url.clone());
+        let sent = self.route.send(post.headers(headers).body(frame)).await;
         self.route.note(&sent);
         let response = match sent {
             Ok(response) => response,
@@ -460,12 +452,8 @@ impl Client {
             return;
         }
         let headers = self.session_headers(None);
-        let delete = self
-            .route
-            .http
-            .delete(self.route.target.url.clone())
-            .headers(headers)
-            .send();
+        let delete = self.route.http.delete(self.route.target.url.clone());
+        let delete = self.route.send(delete.headers(headers));
         match tokio::time::timeout(grace.max(MIN_RETRY), delete).await {
             Ok(Ok(response)) if response.status().is_success() => {}
             Ok(Ok(response)) if response.status() == StatusCode::METHOD_NOT_ALLOWED => {}

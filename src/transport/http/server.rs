@@ -16,7 +16,8 @@
 //!
 //! Parts (this file, the router, sits above them all):
 //! - `listener`: TCP/TLS accept loop, HTTP/1.1 + HTTP/2, timeouts,
-//!   graceful shutdown; `tls`: the reloading certificate.
+//!   graceful shutdown; `tls`: the reloading certificate; `client_cert`:
+//!   mutual TLS and the principal a client certificate names.
 //! - `handlers`: the Streamable HTTP endpoint by method.
 //! - `shared`: session start, `max_sessions`, shutdown tracking; it holds
 //!   the session tables of Streamable HTTP (`session`) and legacy SSE.
@@ -34,6 +35,7 @@
 //! - `routing`: which stream each outgoing frame goes to, replay buffers.
 //! - `events`: SSE encoding and bodies.
 
+mod client_cert;
 mod cors;
 mod edge;
 mod era;
@@ -129,7 +131,11 @@ impl Server {
             return Err("listen.legacy_sse needs listen.transport = \"http\"".into());
         }
         let tls = match (&listen.tls_cert, &listen.tls_key) {
-            (Some(cert), Some(key)) => Some(tls::ReloadingCert::load(cert, key)?),
+            (Some(cert), Some(key)) => Some(tls::ReloadingCert::load(
+                cert,
+                key,
+                listen.client_ca.as_deref(),
+            )?),
             _ => None,
         };
         let listener = TcpListener::bind(listen.address)
@@ -364,7 +370,7 @@ fn router(shared: &Arc<Shared>) -> Result<Router, String> {
             };
             shared
                 .refusals
-                .note(&Arc::from("-"), &parts.method, &response);
+                .note(&Arc::from("-"), &parts.method, &response, None);
             METRICS.http_request("-", response.status().as_u16());
             response
         }
@@ -387,6 +393,7 @@ impl Endpoint {
         let (mut parts, body) = request.into_parts();
         let origin = parts.headers.get(header::ORIGIN).cloned();
         let method = parts.method.clone();
+        let mut caller = None;
         let response = if parts.method == Method::OPTIONS {
             preflight(&self.shared, &parts)
         } else {
@@ -394,6 +401,7 @@ impl Endpoint {
                 Err(response) => *response,
                 Ok(principal) => {
                     if let Some(principal) = principal {
+                        caller = Some(principal.identity().clone());
                         parts.extensions.insert(principal);
                     }
                     self.serve(parts, body).await
@@ -401,7 +409,9 @@ impl Endpoint {
             }
         };
         let response = cors(origin, response);
-        self.shared.refusals.note(&self.route, &method, &response);
+        self.shared
+            .refusals
+            .note(&self.route, &method, &response, caller);
         METRICS.http_request(&self.route, response.status().as_u16());
         response
     }

@@ -8,6 +8,9 @@
 //! accepted; every `message` event's data is handed to the relay as one
 //! frame, byte for byte. When the event stream ends, the upstream is gone.
 //!
+//! With `[upstream.oauth]` the GET and every POST carry the route's access
+//! token, renewed once after a 401.
+//!
 //! A request whose POST fails gets a JSON-RPC error (-32011) for its id,
 //! so the agent is not left waiting; a 404 means the server no longer
 //! knows the session, and the upstream closes.
@@ -47,11 +50,11 @@ pub async fn connect(
 ) -> Result<Upstream, UpstreamError> {
     let target = &route.target;
     let headers = net::configured_headers(config).map_err(|reason| target.error(reason))?;
-    let http = route.http.clone();
+    route.authorization().await?;
 
     let mut get_headers = headers.clone();
     get_headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-    let get = http.get(target.url.clone()).headers(get_headers).send();
+    let get = route.send(route.http.get(target.url.clone()).headers(get_headers));
     let response = match tokio::time::timeout(CONNECT_TIMEOUT + ENDPOINT_TIMEOUT, get).await {
         Ok(Ok(response)) => response,
         Ok(Err(err)) => {
@@ -86,7 +89,7 @@ pub async fn connect(
 
     let (link, frames) = Link::new(queue);
     let client = Arc::new(Client {
-        http,
+        route_client: route.clone(),
         route: target.route.clone(),
         endpoint,
         headers,
@@ -166,7 +169,8 @@ impl EventReader {
 }
 
 struct Client {
-    http: reqwest::Client,
+    /// The route's HTTP client and access token.
+    route_client: Arc<RouteClient>,
     route: String,
     endpoint: Url,
     headers: HeaderMap,
@@ -236,12 +240,10 @@ impl Client {
         let out = Outgoing::peek(&frame);
         let mut headers = self.headers.clone();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let post = self.route_client.http.post(self.endpoint.clone());
         let sent = self
-            .http
-            .post(self.endpoint.clone())
-            .headers(headers)
-            .body(frame)
-            .send()
+            .route_client
+            .send(post.headers(headers).body(frame))
             .await;
         let reason = match sent {
             Ok(response) if response.status().is_success() => return true,

@@ -3,7 +3,8 @@
 //! The binding is the TypeScript SDK's convention (no MCP revision defines
 //! one): subprotocol `mcp`, one JSON-RPC message per text frame, closing
 //! the socket ends the session. The upgrade request carries the configured
-//! headers; `wss://` uses the same TLS setup as the HTTP upstreams (ALPN
+//! headers (and, with `[upstream.oauth]`, the route's access token; a 401
+//! is retried once with a fresh one); `wss://` uses the same TLS setup as the HTTP upstreams (ALPN
 //! limited to HTTP/1.1, which the upgrade needs). A server that does not
 //! select `mcp` is refused.
 //!
@@ -23,8 +24,8 @@ use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError, ProtocolError};
-use tokio_tungstenite::tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::http::header::{AUTHORIZATION, SEC_WEBSOCKET_PROTOCOL};
+use tokio_tungstenite::tungstenite::http::{HeaderMap, HeaderValue, StatusCode};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
@@ -58,35 +59,28 @@ pub async fn connect(
 ) -> Result<Upstream, UpstreamError> {
     let target = &route.target;
     let headers = net::configured_headers(config).map_err(|reason| target.error(reason))?;
-    let stream = open(target, route.tls.clone()).await?;
-
-    let mut request = target
-        .url
-        .as_str()
-        .into_client_request()
-        .map_err(|err| target.error(format!("invalid url: {err}")))?;
-    for (name, value) in &headers {
-        request.headers_mut().append(name, value.clone());
-    }
-    request.headers_mut().insert(
-        SEC_WEBSOCKET_PROTOCOL,
-        HeaderValue::from_static(SUBPROTOCOL),
-    );
     let limits = WebSocketConfig::default()
         .max_message_size(Some(max_message_bytes))
         .max_frame_size(Some(max_message_bytes));
-    let upgrade = tokio_tungstenite::client_async_with_config(request, stream, Some(limits));
-    let (socket, response) = match tokio::time::timeout(CONNECT_TIMEOUT, upgrade).await {
-        Ok(Ok(done)) => done,
-        Ok(Err(err)) => return Err(target.error(upgrade_error(&err))),
-        Err(_) => return Err(target.error("the WebSocket upgrade timed out")),
+    let mut authorization = route.authorization().await?;
+    let mut renewed = false;
+    let socket = loop {
+        match upgrade(&route, &headers, authorization.as_ref(), limits).await {
+            Err(Upgrade::Unauthorized(err)) if !renewed => {
+                // Once with a fresh token, as for the HTTP transports.
+                let Some(rejected) = &authorization else {
+                    return Err(err);
+                };
+                authorization = route.renew_authorization(rejected).await;
+                if authorization.is_none() {
+                    return Err(err);
+                }
+                renewed = true;
+            }
+            Err(Upgrade::Unauthorized(err) | Upgrade::Failed(err)) => return Err(err),
+            Ok(socket) => break socket,
+        }
     };
-    let selected = response.headers().get(SEC_WEBSOCKET_PROTOCOL);
-    if selected.is_none_or(|value| value != SUBPROTOCOL) {
-        return Err(target.error(format!(
-            "the server did not select the WebSocket subprotocol `{SUBPROTOCOL}`"
-        )));
-    }
 
     let (link, frames) = Link::new(queue);
     let (sink, stream) = socket.split();
@@ -127,6 +121,64 @@ pub async fn connect(
         writer_task: Some(writer_task),
         control: Box::new(LinkControl::new(link, Some(goodbye))),
     })
+}
+
+/// Why an upgrade failed: a 401 may be retried with a fresh token.
+enum Upgrade {
+    Unauthorized(UpstreamError),
+    Failed(UpstreamError),
+}
+
+/// Opens a connection and completes the upgrade with the configured
+/// headers and the access token, if any.
+async fn upgrade(
+    route: &RouteClient,
+    headers: &HeaderMap,
+    authorization: Option<&HeaderValue>,
+    limits: WebSocketConfig,
+) -> Result<Socket, Upgrade> {
+    let target = &route.target;
+    let stream = open(target, route.tls.clone())
+        .await
+        .map_err(Upgrade::Failed)?;
+    let mut request = target
+        .url
+        .as_str()
+        .into_client_request()
+        .map_err(|err| Upgrade::Failed(target.error(format!("invalid url: {err}"))))?;
+    for (name, value) in headers {
+        request.headers_mut().append(name, value.clone());
+    }
+    if let Some(authorization) = authorization {
+        request
+            .headers_mut()
+            .insert(AUTHORIZATION, authorization.clone());
+    }
+    request.headers_mut().insert(
+        SEC_WEBSOCKET_PROTOCOL,
+        HeaderValue::from_static(SUBPROTOCOL),
+    );
+    let upgrade = tokio_tungstenite::client_async_with_config(request, stream, Some(limits));
+    let (socket, response) = match tokio::time::timeout(CONNECT_TIMEOUT, upgrade).await {
+        Ok(Ok(done)) => done,
+        Ok(Err(WsError::Http(response))) if response.status() == StatusCode::UNAUTHORIZED => {
+            let err = WsError::Http(response);
+            return Err(Upgrade::Unauthorized(target.error(upgrade_error(&err))));
+        }
+        Ok(Err(err)) => return Err(Upgrade::Failed(target.error(upgrade_error(&err)))),
+        Err(_) => {
+            return Err(Upgrade::Failed(
+                target.error("the WebSocket upgrade timed out"),
+            ))
+        }
+    };
+    let selected = response.headers().get(SEC_WEBSOCKET_PROTOCOL);
+    if selected.is_none_or(|value| value != SUBPROTOCOL) {
+        return Err(Upgrade::Failed(target.error(format!(
+            "the server did not select the WebSocket subprotocol `{SUBPROTOCOL}`"
+        ))));
+    }
+    Ok(socket)
 }
 
 /// TCP, then TLS for `wss://`.

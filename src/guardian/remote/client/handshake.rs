@@ -11,25 +11,26 @@ use super::exchange::{millis, wire_error};
 use super::{RemoteGuardian, BODY_CAPACITY};
 use crate::guardian::remote::wire;
 use crate::guardian::{GuardianError, Negotiated};
-use crate::hooks::{now_rfc3339, HookRequest, Metadata, ACS_VERSION};
+use crate::hooks::{HookRequest, Metadata, PLATFORM};
 
 impl RemoteGuardian {
     /// `system/ping` (unsigned, never chained): is the Guardian answering?
+    ///
+    /// A liveness probe belongs to no agent session, yet it carries the
+    /// metadata every envelope does (a fresh session id, the platform and
+    /// its version), so a Guardian that checks envelopes strictly answers
+    /// it like any other.
     pub async fn ping(&self) -> Result<(), GuardianError> {
         let id = self.next_id();
-        let request_id = Uuid::new_v4().to_string();
-        let envelope = json!({
-            "jsonrpc": "2.0",
-            "id": id,
-            "method": crate::hooks::SYSTEM_PING,
-            "params": {
-                "acs_version": ACS_VERSION,
-                "request_id": request_id,
-                "timestamp": now_rfc3339(),
-                "metadata": { "agent_id": "acs-proxy", "session_id": Uuid::nil().to_string() },
-                "payload": { "echo": "acs-proxy" },
-            },
-        });
+        let metadata = Metadata {
+            agent_id: PLATFORM.to_owned(),
+            session_id: Uuid::new_v4(),
+            environment: None,
+            user: None,
+        };
+        let hook = HookRequest::new(crate::hooks::SYSTEM_PING, json!({ "echo": PLATFORM }), None);
+        let request_id = hook.request_id.to_string();
+        let envelope = hook.envelope(id, &metadata);
         let body = Bytes::from(envelope.to_string());
         let reply = tokio::time::timeout(self.settings.timeout, self.send_in(body, None))
             .await

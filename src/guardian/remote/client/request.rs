@@ -91,6 +91,9 @@ impl RequestSigner<'_> {
             jcs::write_str(&mut out, head);
             out.put(b"}");
         }
+        if let Some(user) = &metadata.user {
+            user.write_canonical_user_context(&mut out);
+        }
         out.put(b"}");
         if let Some(nonce) = &nonce {
             out.put(b",\"nonce\":");
@@ -102,6 +105,10 @@ impl RequestSigner<'_> {
         let request_id = Hyphenated::from_uuid(hook.request_id).encode_lower(&mut uuid);
         jcs::write_str(&mut out, request_id);
         let tag_at = out.signature_placeholder(self.key_id);
+        if let Some(tenant) = metadata.tenant() {
+            out.put(b",\"tenant_id\":");
+            jcs::write_str(&mut out, tenant);
+        }
         out.put(b",\"timestamp\":");
         jcs::write_str(&mut out, &hook.timestamp);
         out.put(b"}}");
@@ -217,12 +224,24 @@ mod tests {
         SessionKey::derive(&secret, &metadata.session_id.to_string())
     }
 
+    /// With an environment, also a caller with roles and a tenant: the
+    /// members that come and go with the session.
     fn metadata(environment: Option<&str>) -> Metadata {
+        let user = environment.map(|_| {
+            std::sync::Arc::new(crate::hooks::Identity {
+                user_id: "alice \"a\"".into(),
+                roles: vec!["admin".into(), "ops".into()],
+                tenant: Some("acme".into()),
+                descriptor: crate::hooks::IdentityDescriptor::ApiToken {
+                    name: "alice".into(),
+                },
+            })
+        });
         Metadata {
             agent_id: "agent \"q\"\n".into(),
             session_id: Uuid::new_v4(),
             environment: environment.map(str::to_owned),
-            user: None,
+            user,
         }
     }
 

@@ -303,6 +303,14 @@ async fn nonces_are_fresh_32_hex_digits_on_signed_requests_only() {
             Value::Array(elements) => signed.extend(elements),
             single if single["method"] == crate::hooks::SYSTEM_PING => {
                 assert!(single["params"].get("nonce").is_none(), "{single}");
+                let metadata = &single["params"]["metadata"];
+                assert_eq!(metadata["platform"], "acs-proxy", "{single}");
+                assert_eq!(metadata["platform_version"], env!("CARGO_PKG_VERSION"));
+                let session = metadata["session_id"].as_str().unwrap_or_default();
+                assert!(
+                    uuid::Uuid::parse_str(session).is_ok_and(|id| !id.is_nil()),
+                    "{single}"
+                );
             }
             single => signed.push(single),
         }

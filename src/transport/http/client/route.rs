@@ -21,11 +21,19 @@
 //! sessions are being answered, so the check is skipped when the server
 //! answered within [`REACHED_RECENTLY`], and made again after any request
 //! could not reach it.
+//!
+//! With `[upstream.oauth]` the route also holds the proxy's access token
+//! (`credentials`): [`RouteClient::send`] puts it on every request and,
+//! after a 401, sends the request once more with a fresh one.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use reqwest::header::{HeaderValue, AUTHORIZATION};
+use reqwest::{RequestBuilder, Response, StatusCode};
+
+use super::credentials::ClientCredentials;
 use super::net::{self, Target};
 use crate::config::{UpstreamConfig, UpstreamTransport};
 use crate::transport::upstream::UpstreamError;
@@ -44,6 +52,8 @@ pub struct RouteClient {
     /// WebSocket: the TLS configuration for `wss://` (ALPN HTTP/1.1, which
     /// the upgrade needs; the HTTP client has a copy).
     pub(crate) tls: Arc<rustls::ClientConfig>,
+    /// `[upstream.oauth]`: the proxy's own access token for the server.
+    credentials: Option<ClientCredentials>,
     /// When the client was built: the origin of `reached_ms`.
     born: Instant,
     /// When the server last answered anything, in ms after `born` plus
@@ -66,10 +76,18 @@ impl RouteClient {
         let mut tls = net::tls_config(config, &target)?;
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
         let http = net::http_client(tls.clone(), &target)?;
+        let credentials = match &config.oauth {
+            Some(oauth) => Some(
+                ClientCredentials::new(oauth.clone(), http.clone())
+                    .map_err(|err| target.error(err))?,
+            ),
+            None => None,
+        };
         Ok(Self {
             target,
             http,
             tls: Arc::new(tls),
+            credentials,
             born: Instant::now(),
             reached_ms: AtomicU64::new(0),
         })
@@ -103,6 +121,60 @@ impl RouteClient {
     /// A request could not reach the server: the next session checks again.
     pub(crate) fn mark_unreached(&self) {
         self.reached_ms.store(0, Ordering::Relaxed);
+    }
+
+    /// The `Authorization` value for a connection or upgrade: the route's
+    /// access token (`None` without `[upstream.oauth]`). A token endpoint
+    /// that cannot issue one fails the connect with its reason.
+    pub(crate) async fn authorization(&self) -> Result<Option<HeaderValue>, UpstreamError> {
+        let Some(credentials) = &self.credentials else {
+            return Ok(None);
+        };
+        let value = credentials.authorization().await;
+        value.map(Some).map_err(|err| self.target.error(err))
+    }
+
+    /// After the upstream answered `rejected` with 401: a fresh token
+    /// (`None` without `[upstream.oauth]`, or when none can be had).
+    pub(crate) async fn renew_authorization(&self, rejected: &HeaderValue) -> Option<HeaderValue> {
+        let credentials = self.credentials.as_ref()?;
+        match credentials.renew(rejected).await {
+            Ok(fresh) => Some(fresh),
+            Err(err) => {
+                tracing::warn!(route = %self.target.route, %err, "no fresh upstream access token");
+                None
+            }
+        }
+    }
+
+    /// Sends `request` with the route's access token, if it has one; when
+    /// the server answers 401, once more with a fresh token (a request
+    /// refused for its credentials was not processed, so sending it again
+    /// is safe). Without a token to be had the request goes without one,
+    /// and the server's refusal is what the caller sees.
+    pub(crate) async fn send(&self, request: RequestBuilder) -> reqwest::Result<Response> {
+        let Some(credentials) = &self.credentials else {
+            return request.send().await;
+        };
+        let again = request.try_clone();
+        let token = match credentials.authorization().await {
+            Ok(token) => token,
+            Err(err) => {
+                tracing::warn!(route = %self.target.route, %err, "no upstream access token");
+                return request.send().await;
+            }
+        };
+        let response = request.header(AUTHORIZATION, token.clone()).send().await?;
+        if response.status() != StatusCode::UNAUTHORIZED {
+            return Ok(response);
+        }
+        let Some(again) = again else {
+            return Ok(response);
+        };
+        match self.renew_authorization(&token).await {
+            Some(fresh) => again.header(AUTHORIZATION, fresh).send().await,
+            None => Ok(response),
+        }
     }
 
     /// Records the outcome of sending one request.

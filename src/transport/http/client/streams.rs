@@ -164,12 +164,8 @@ impl Client {
         if let Some(id) = last_event_id.and_then(|id| HeaderValue::from_str(id).ok()) {
             headers.insert(LAST_EVENT_ID, id);
         }
-        self.route
-            .http
-            .get(self.route.target.url.clone())
-            .headers(headers)
-            .send()
-            .await
+        let get = self.route.http.get(self.route.target.url.clone());
+        self.route.send(get.headers(headers)).await
     }
 
     /// Reads one event stream, handing over each message, until it ends or

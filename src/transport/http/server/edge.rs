@@ -14,6 +14,8 @@
 //!   401 with `WWW-Authenticate: Bearer` otherwise. The file is re-read
 //!   when it changes.
 //!   (`tokens`)
+//! - Without a bearer principal, the connection's verified client
+//!   certificate names the principal (`client_cert`, mutual TLS).
 //! - OAuth 2.1 access tokens (JWT) with `[listen.oauth]`: 401/403 with an
 //!   RFC 9728 `resource_metadata` challenge otherwise (`oauth`). With a
 //!   token file too, a token the file lists is accepted as its principal
@@ -37,6 +39,7 @@ pub(crate) use self::request::{accepts, content_type_is_json, one_line, read_bod
 use self::tokens::bearer;
 pub(crate) use self::tokens::{file_stamp, TokenFile};
 
+use super::client_cert;
 use super::principal::Principal;
 use super::responses::rejection;
 use crate::config::ListenConfig;
@@ -109,15 +112,17 @@ impl Edge {
     }
 
     /// Host, then Origin, then the bearer token; the principal the token
-    /// authenticates (none without bearer auth). `resource_path` is the
-    /// endpoint's path, for the metadata URL an OAuth challenge names.
+    /// authenticates, else the one the connection's client certificate
+    /// names (none without either). `resource_path` is the endpoint's
+    /// path, for the metadata URL an OAuth challenge names.
     pub(crate) async fn check(
         &self,
         parts: &Parts,
         resource_path: &str,
     ) -> Result<Option<Principal>, Refused> {
         self.check_without_auth(parts)?;
-        self.check_auth(parts, resource_path).await
+        let principal = self.check_auth(parts, resource_path).await?;
+        Ok(principal.or_else(|| client_cert::principal(parts)))
     }
 
     /// Host and Origin only (CORS preflights carry no credentials).
@@ -420,5 +425,44 @@ mod tests {
             missing.headers()[header::WWW_AUTHENTICATE],
             format!("Bearer resource_metadata=\"{metadata}\"").as_str()
         );
+    }
+
+    #[tokio::test]
+    async fn named_tokens_give_their_principal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        std::fs::write(
+            &path,
+            "bare-token\nalice-token alice admin,ops acme\nbob-token\tbob\t-\n",
+        )
+        .unwrap();
+        let listen = ListenConfig {
+            auth_tokens_file: Some(path),
+            ..ListenConfig::default()
+        };
+        let edge = edge(listen, "127.0.0.1:8080");
+        let principal = |token: &str| {
+            let auth = format!("Bearer {token}");
+            let parts = parts(&[("host", "localhost"), ("authorization", &auth)]);
+            let edge = &edge;
+            async move { edge.check(&parts, "/mcp").await.unwrap().unwrap() }
+        };
+        let alice = principal("alice-token").await;
+        assert_eq!(alice.identity().user_id, "alice");
+        assert_eq!(alice.identity().roles, ["admin", "ops"]);
+        assert_eq!(alice.identity().tenant.as_deref(), Some("acme"));
+        let bob = principal("bob-token").await;
+        assert_eq!(bob.identity().user_id, "bob");
+        assert!(bob.identity().roles.is_empty());
+        assert_eq!(bob.identity().tenant, None);
+        assert_eq!(principal("bare-token").await.identity().user_id, "token-1");
+        assert!(alice != bob);
+        assert!(edge
+            .check(
+                &parts(&[("host", "localhost"), ("authorization", "Bearer alice")]),
+                "/mcp"
+            )
+            .await
+            .is_err());
     }
 }

@@ -1,6 +1,7 @@
 //! Accepting connections: TCP, optional TLS, HTTP/1.1 or HTTP/2 (with
 //! upgrades, for WebSocket), a header read timeout against slowloris, and
-//! graceful shutdown.
+//! graceful shutdown. A verified client certificate (mutual TLS) is read
+//! once per connection and handed to each of its requests.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -15,6 +16,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+
+use super::client_cert::{ClientCertError, ClientCertificate};
 
 /// A TLS handshake must finish within this time.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -56,12 +59,15 @@ pub(crate) async fn accept_until(
         tokio::spawn(async move {
             let first_request = header_read_timeout;
             match tls {
-                None => serve(&builder, tcp, app, watcher, first_request).await,
+                None => serve(&builder, tcp, app, None, watcher, first_request).await,
                 Some(acceptor) => {
                     match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(stream)) => {
-                            serve(&builder, stream, app, watcher, first_request).await
-                        }
+                        Ok(Ok(stream)) => match client_certificate(&stream) {
+                            Ok(client) => {
+                                serve(&builder, stream, app, client, watcher, first_request).await
+                            }
+                            Err(err) => tracing::debug!(%peer, %err, "closing the connection"),
+                        },
                         Ok(Err(err)) => tracing::debug!(%peer, %err, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                     }
@@ -70,6 +76,22 @@ pub(crate) async fn accept_until(
         });
     }
     graceful
+}
+
+/// The client certificate the handshake verified, if the client sent one
+/// (only with `client_ca`); an error when it cannot be read.
+fn client_certificate<I>(
+    stream: &tokio_rustls::server::TlsStream<I>,
+) -> Result<Option<ClientCertificate>, ClientCertError> {
+    let Some(leaf) = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+    else {
+        return Ok(None);
+    };
+    ClientCertificate::from_der(leaf).map(Some)
 }
 
 fn connection_builder(header_read_timeout: Duration) -> Builder<TokioExecutor> {
@@ -94,6 +116,7 @@ async fn serve<I>(
     builder: &Builder<TokioExecutor>,
     io: I,
     app: Router,
+    client: Option<ClientCertificate>,
     watcher: Watcher,
     first_request: Duration,
 ) where
@@ -101,8 +124,11 @@ async fn serve<I>(
 {
     let requested = Arc::new(AtomicBool::new(false));
     let seen = requested.clone();
-    let app = tower::ServiceExt::map_request(app, move |request| {
+    let app = tower::ServiceExt::map_request(app, move |mut request: axum::http::Request<_>| {
         seen.store(true, Ordering::Relaxed);
+        if let Some(client) = &client {
+            request.extensions_mut().insert(client.clone());
+        }
         request
     });
     let service = TowerToHyperService::new(app);

@@ -9,9 +9,10 @@
 //! - Each entry is an `enforcement` step: decision `deny`, source `proxy`,
 //!   action `blocked`, the error message the client got as `reasoning`,
 //!   `HTTP <status> <method> route <route>` as `detail`, the JSON-RPC id
-//!   when one was read, and the SHA-256 of the body when one was read
-//!   (`content_digest`). Headers are never recorded, so neither is a
-//!   bearer token.
+//!   when one was read, the SHA-256 of the body when one was read
+//!   (`content_digest`), and the caller when the request authenticated
+//!   (refused later, e.g. naming another principal's session). Headers are
+//!   never recorded, so neither is a bearer token.
 //! - Recording never holds a response back, and a flood of refusals cannot
 //!   fill memory or crowd sessions out of the audit writer: refusals wait
 //!   in a bounded queue; what does not fit is counted and recorded as one
@@ -29,6 +30,7 @@ use super::responses::Refusal;
 use crate::audit::{AuditChain, AuditLog, AuditRecord, ENFORCEMENT_STEP_TYPE};
 use crate::enforce::Action;
 use crate::guardian::DecisionSource;
+use crate::hooks::Identity;
 use crate::metrics::METRICS;
 use crate::session::Direction;
 
@@ -41,6 +43,7 @@ struct Refused {
     method: Method,
     status: StatusCode,
     refusal: Refusal,
+    caller: Option<Arc<Identity>>,
 }
 
 /// The listener's edge chain, shared by every endpoint.
@@ -71,8 +74,15 @@ impl EdgeLog {
         }
     }
 
-    /// Records `response` when it refuses the request (status 400 and up).
-    pub(crate) fn note(&self, route: &Arc<str>, method: &Method, response: &Response) {
+    /// Records `response` when it refuses the request (status 400 and up)
+    /// of `caller`, when it authenticated.
+    pub(crate) fn note(
+        &self,
+        route: &Arc<str>,
+        method: &Method,
+        response: &Response,
+        caller: Option<Arc<Identity>>,
+    ) {
         let status = response.status();
         if status.as_u16() < 400 {
             return;
@@ -96,6 +106,7 @@ impl EdgeLog {
             method: method.clone(),
             status,
             refusal,
+            caller,
         };
         if queue.try_send(refused).is_err() {
             self.unrecorded.fetch_add(1, Ordering::Relaxed);
@@ -141,7 +152,11 @@ async fn record_all(
             refused.method,
             refused.route
         );
-        append(&chain, refusal_record(detail, Some(refused.refusal))).await;
+        let mut record = refusal_record(detail, Some(refused.refusal));
+        if let Some(caller) = &refused.caller {
+            record = record.caller(caller);
+        }
+        append(&chain, record).await;
     }
     if chain.head().is_some() {
         let seal = AuditRecord::new(
@@ -225,13 +240,14 @@ mod tests {
             json_error(StatusCode::BAD_REQUEST, Some(&id), -32600, "bad body"),
             b"{}",
         );
-        edge.note(&route, &Method::POST, &malformed);
+        edge.note(&route, &Method::POST, &malformed, None);
         let unauthorized = rejection(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
-        edge.note(&route, &Method::GET, &unauthorized);
+        edge.note(&route, &Method::GET, &unauthorized, None);
         edge.note(
             &route,
             &Method::POST,
             &Response::new(axum::body::Body::empty()),
+            None,
         );
         edge.close().await;
         log.flush().await.unwrap();
@@ -263,7 +279,7 @@ mod tests {
         // The single-threaded test runtime runs the writer only once this
         // test yields, so exactly QUEUE refusals fit.
         for _ in 0..QUEUE + 44 {
-            edge.note(&route, &Method::POST, &refused);
+            edge.note(&route, &Method::POST, &refused, None);
         }
         edge.close().await;
         log.flush().await.unwrap();

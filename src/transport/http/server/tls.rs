@@ -2,6 +2,8 @@
 //! change: rustls asks [`ReloadingCert`] for the key on every handshake,
 //! and a poller swaps in a new one when the PEM files' modification time
 //! or size changes. A pair that fails to load keeps the previous one.
+//! With `client_ca`, clients must present a certificate it issued
+//! (`client_cert`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -10,35 +12,50 @@ use std::time::SystemTime;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::danger::ClientCertVerifier;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
 
+use super::client_cert;
 use super::edge::file_stamp;
 
 type Stamp = Option<(SystemTime, u64)>;
 
-/// The listener's certificate and key, reloaded when the files change.
+/// The listener's certificate and key, reloaded when the files change,
+/// and the client certificates it requires, if any.
 #[derive(Debug)]
 pub(crate) struct ReloadingCert {
     cert_path: PathBuf,
     key_path: PathBuf,
     provider: Arc<CryptoProvider>,
     current: RwLock<(Arc<CertifiedKey>, Stamp, Stamp)>,
+    /// `client_ca`: mutual TLS.
+    client_auth: Option<Arc<dyn ClientCertVerifier>>,
 }
 
 impl ReloadingCert {
-    /// Loads the pair; fails when either file is unreadable or they do not match.
-    pub(crate) fn load(cert: &Path, key: &Path) -> Result<Arc<Self>, String> {
+    /// Loads the pair (and the client CAs); fails when a file is
+    /// unreadable or the pair does not match.
+    pub(crate) fn load(
+        cert: &Path,
+        key: &Path,
+        client_ca: Option<&Path>,
+    ) -> Result<Arc<Self>, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let stamps = (file_stamp(cert), file_stamp(key));
         let certified = load_pair(cert, key, &provider)?;
+        let client_auth = client_ca
+            .map(|path| client_cert::verifier(path, provider.clone()))
+            .transpose()
+            .map_err(|err| err.to_string())?;
         Ok(Arc::new(Self {
             cert_path: cert.to_owned(),
             key_path: key.to_owned(),
             provider,
             current: RwLock::new((Arc::new(certified), stamps.0, stamps.1)),
+            client_auth,
         }))
     }
 
@@ -67,13 +84,17 @@ impl ReloadingCert {
         }
     }
 
-    /// A TLS acceptor offering HTTP/2 and HTTP/1.1 over ALPN.
+    /// A TLS acceptor offering HTTP/2 and HTTP/1.1 over ALPN, requiring a
+    /// client certificate when `client_ca` is set.
     pub(crate) fn acceptor(self: &Arc<Self>) -> Result<TlsAcceptor, String> {
-        let mut config = ServerConfig::builder_with_provider(self.provider.clone())
+        let builder = ServerConfig::builder_with_provider(self.provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|err| format!("TLS versions: {err}"))?
-            .with_no_client_auth()
-            .with_cert_resolver(self.clone());
+            .map_err(|err| format!("TLS versions: {err}"))?;
+        let builder = match &self.client_auth {
+            Some(verifier) => builder.with_client_cert_verifier(verifier.clone()),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder.with_cert_resolver(self.clone());
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(TlsAcceptor::from(Arc::new(config)))
     }
