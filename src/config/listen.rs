@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::oauth::OAuthConfig;
 use super::paths::{optional_setting, resolve_optional, PathSetting, SectionPaths};
 
 /// The downstream (agent-facing) side.
@@ -33,9 +34,15 @@ pub struct ListenConfig {
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
     /// A file of bearer tokens, one per line; when set, every request must
-    /// carry `Authorization: Bearer <token>`.
+    /// carry `Authorization: Bearer <token>`. With `oauth` too, a token the
+    /// file lists is accepted as its principal and any other must be a
+    /// valid OAuth access token.
     #[serde(default)]
     pub auth_tokens_file: Option<PathBuf>,
+    /// `[listen.oauth]`: OAuth 2.1 access tokens (JWT) on every request,
+    /// and the RFC 9728 protected-resource metadata.
+    #[serde(default)]
+    pub oauth: Option<OAuthConfig>,
     /// TLS certificate chain (PEM); with `tls_key`, the listener speaks HTTPS/WSS.
     #[serde(default)]
     pub tls_cert: Option<PathBuf>,
@@ -72,6 +79,7 @@ impl Default for ListenConfig {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             auth_tokens_file: None,
+            oauth: None,
             tls_cert: None,
             tls_key: None,
             client_ca: None,
@@ -103,6 +111,14 @@ impl ListenConfig {
         if self.header_read_timeout_ms == 0 {
             return Err("listen.header_read_timeout_ms must be at least 1".into());
         }
+        if let Some(oauth) = &self.oauth {
+            if self.transport == ListenTransport::Stdio {
+                return Err(
+                    "listen.oauth needs a network listener (transport \"http\" or \"ws\")".into(),
+                );
+            }
+            oauth.validate()?;
+        }
         Ok(())
     }
 }
@@ -117,6 +133,9 @@ impl SectionPaths for ListenConfig {
         ] {
             resolve_optional(base, path);
         }
+        if let Some(oauth) = &mut self.oauth {
+            oauth.resolve_paths(base);
+        }
     }
 
     fn path_settings(&self) -> Vec<PathSetting> {
@@ -128,6 +147,7 @@ impl SectionPaths for ListenConfig {
         ]
         .into_iter()
         .flatten()
+        .chain(self.oauth.iter().flat_map(OAuthConfig::path_settings))
         .collect()
     }
 }

@@ -9,6 +9,9 @@
 //   {"cmd": "token", "kid"?, "expires_in"?, "claims"?: {...}}  -> {"token": JWT}
 //   {"cmd": "generate", "alg": "RS256", "kid": "k2", "crv"?}   -> {"kid": "k2"}
 //   {"cmd": "jwks"}                                             -> {"keys": [...]}
+//   {"cmd": "jwks_down", "down": true}                          -> {"ok": true}
+// While down, GET /jwks answers 500 (an authorization server that is
+// briefly unwell); everything else keeps working.
 // Tokens issued by POST /token carry the claims set with
 //   {"cmd": "claims", "claims": {...}}                          -> {"ok": true}
 // merged into every later token (client-credentials clients such as the
@@ -26,6 +29,15 @@ await server.issuer.keys.generate("RS256", { kid: "k1" });
 
 let extraClaims = {};
 let endpointTokens = 0;
+
+// The JWKS endpoint serves keys.toJSON(); while `jwksDown`, it throws and
+// the server answers 500.
+let jwksDown = false;
+const publicKeys = server.issuer.keys.toJSON.bind(server.issuer.keys);
+server.issuer.keys.toJSON = (...args) => {
+  if (jwksDown) throw new Error("JWKS endpoint down (test)");
+  return publicKeys(...args);
+};
 server.service.on("beforeTokenSigning", (token) => {
   Object.assign(token.payload, extraClaims);
   // Two tokens issued within one second differ all the same.
@@ -62,14 +74,17 @@ async function handle(command) {
       return { token };
     }
     case "generate": {
-      const key = await server.issuer.keys.generate(command.alg, {
-        kid: command.kid,
-        crv: command.crv,
-      });
+      // jose refuses an explicit null crv, so only a given one is passed.
+      const options = { kid: command.kid };
+      if (command.crv) options.crv = command.crv;
+      const key = await server.issuer.keys.generate(command.alg, options);
       return { kid: key.kid };
     }
     case "jwks":
-      return { keys: server.issuer.keys.toJSON() };
+      return { keys: publicKeys() };
+    case "jwks_down":
+      jwksDown = Boolean(command.down);
+      return { ok: true };
     case "claims":
       extraClaims = command.claims ?? {};
       return { ok: true };

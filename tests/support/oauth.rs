@@ -88,6 +88,11 @@ impl AuthorizationServer {
         self.command(json!({"cmd": "jwks"}))
     }
 
+    /// Makes the JWKS endpoint answer 500 (`down`) or serve the keys again.
+    pub fn set_jwks_down(&mut self, down: bool) {
+        self.command(json!({"cmd": "jwks_down", "down": down}));
+    }
+
     /// Claims added to every token the token endpoint issues from now on.
     pub fn set_endpoint_claims(&mut self, claims: Value) {
         self.command(json!({"cmd": "claims", "claims": claims}));

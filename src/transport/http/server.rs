@@ -21,8 +21,9 @@
 //! - `handlers`: the Streamable HTTP endpoint by method.
 //! - `shared`: session start, `max_sessions`, shutdown tracking; it holds
 //!   the session tables of Streamable HTTP (`session`) and legacy SSE.
-//! - `edge`: Host/Origin/bearer checks, body limits, `Accept`;
-//!   `principal`: who a bearer token names.
+//! - `edge`: Host/Origin/bearer/OAuth checks, body limits, `Accept`;
+//!   `principal`: who a bearer token names; `protected_resource`: the
+//!   RFC 9728 metadata `[listen.oauth]` publishes; `cors`: preflights.
 //! - `refusals`: the edge audit chain of requests refused before a session.
 //! - `start`: what a started session hands its transport, or why it failed.
 //! - `responses`: the error answers every part gives, marked for `refusals`.
@@ -35,6 +36,7 @@
 //! - `events`: SSE encoding and bodies.
 
 mod client_cert;
+mod cors;
 mod edge;
 mod era;
 mod events;
@@ -42,6 +44,7 @@ mod handlers;
 mod header_checks;
 mod listener;
 mod principal;
+mod protected_resource;
 mod refusals;
 mod responses;
 mod routing;
@@ -58,14 +61,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::Request;
-use axum::http::{header, request::Parts, HeaderValue, Method, StatusCode};
+use axum::http::{header, request::Parts, Method, StatusCode};
 use axum::response::Response;
 use axum::routing::any;
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use cors::{cors, preflight};
 pub(crate) use edge::{accepts, content_type_is_json, one_line, read_body};
+pub use edge::{OAuth, OAuthError};
 pub(crate) use events::{
     body as sse_body, named as sse_named, response as sse_response, DropGuard,
 };
@@ -203,10 +208,17 @@ impl Server {
             None => None,
         };
         let housekeeping = tokio::spawn(housekeeping(shared.clone(), tls, stop.clone()));
+        let key_refresh = shared
+            .edge
+            .oauth()
+            .map(|oauth| tokio::spawn(oauth.keep_keys_fresh(stop.clone())));
         let header_timeout = Duration::from_millis(shared.settings.listen.header_read_timeout_ms);
         let graceful = listener::accept_until(listener, app, acceptor, header_timeout, stop).await;
         shared.stopping.cancel();
         housekeeping.abort();
+        if let Some(key_refresh) = key_refresh {
+            key_refresh.abort();
+        }
         cancel_sessions.cancel();
         for session in shared.http.drain() {
             session.close();
@@ -301,7 +313,9 @@ fn router(shared: &Arc<Shared>) -> Result<Router, String> {
     }
     let mut paths = BTreeSet::new();
     let mut app = Router::new();
-    for (path, route) in endpoints(settings) {
+    let endpoints = endpoints(settings);
+    for (path, route) in &endpoints {
+        let path_of_resource = path.clone();
         let mut add = |path: String, kind: Kind| -> Result<(), String> {
             if !paths.insert(path.clone()) {
                 return Err(format!(
@@ -311,6 +325,7 @@ fn router(shared: &Arc<Shared>) -> Result<Router, String> {
             let handler = Endpoint {
                 shared: shared.clone(),
                 route: Arc::from(route.as_str()),
+                resource_path: Arc::from(path_of_resource.as_str()),
                 kind,
                 message_path: match kind {
                     Kind::LegacySse => path
@@ -331,10 +346,10 @@ fn router(shared: &Arc<Shared>) -> Result<Router, String> {
             Ok(())
         };
         match settings.listen.transport {
-            ListenTransport::Ws => add(path, Kind::WebSocket)?,
+            ListenTransport::Ws => add(path.clone(), Kind::WebSocket)?,
             _ => {
-                let base = base_path(&path).to_owned();
-                add(path, Kind::StreamableHttp)?;
+                let base = base_path(path).to_owned();
+                add(path.clone(), Kind::StreamableHttp)?;
                 if settings.listen.legacy_sse {
                     add(format!("{base}/sse"), Kind::LegacySse)?;
                     add(format!("{base}/message"), Kind::LegacyMessage)?;
@@ -342,12 +357,14 @@ fn router(shared: &Arc<Shared>) -> Result<Router, String> {
             }
         }
     }
+    let endpoint_paths: Vec<String> = endpoints.into_iter().map(|(path, _)| path).collect();
+    let app = protected_resource::routes(app, shared, &endpoint_paths, &mut paths)?;
     let fallback = shared.clone();
     Ok(app.fallback(move |request: Request| {
         let shared = fallback.clone();
         async move {
             let (parts, _) = request.into_parts();
-            let response = match shared.edge.check(&parts) {
+            let response = match shared.edge.check(&parts, "/").await {
                 Err(response) => *response,
                 Ok(_) => rejection(StatusCode::NOT_FOUND, "no MCP endpoint here"),
             };
@@ -364,6 +381,8 @@ fn router(shared: &Arc<Shared>) -> Result<Router, String> {
 struct Endpoint {
     shared: Arc<Shared>,
     route: Arc<str>,
+    /// The endpoint's path, for the OAuth metadata URL its challenges name.
+    resource_path: Arc<str>,
     kind: Kind,
     /// For a legacy SSE stream: where its client posts.
     message_path: String,
@@ -378,7 +397,7 @@ impl Endpoint {
         let response = if parts.method == Method::OPTIONS {
             preflight(&self.shared, &parts)
         } else {
-            match self.shared.edge.check(&parts) {
+            match self.shared.edge.check(&parts, &self.resource_path).await {
                 Err(response) => *response,
                 Ok(principal) => {
                     if let Some(principal) = principal {
@@ -411,50 +430,6 @@ impl Endpoint {
             Kind::WebSocket => crate::transport::ws::server::upgrade(shared, route, parts).await,
         }
     }
-}
-
-/// A CORS preflight: Host and Origin are checked (browsers send no
-/// credentials on preflights), then the methods and headers MCP uses.
-fn preflight(shared: &Shared, parts: &Parts) -> Response {
-    if let Err(response) = shared.edge.check_without_auth(parts) {
-        return *response;
-    }
-    let mut response = Response::new(axum::body::Body::empty());
-    *response.status_mut() = StatusCode::NO_CONTENT;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_METHODS,
-        HeaderValue::from_static("GET, POST, DELETE, OPTIONS"),
-    );
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_HEADERS,
-        HeaderValue::from_static(
-            "authorization, content-type, accept, last-event-id, mcp-session-id, mcp-protocol-version, mcp-method, mcp-name, *",
-        ),
-    );
-    headers.insert(
-        header::ACCESS_CONTROL_MAX_AGE,
-        HeaderValue::from_static("600"),
-    );
-    response
-}
-
-/// An allowed browser origin may read the response and its session id.
-fn cors(origin: Option<HeaderValue>, mut response: Response) -> Response {
-    let Some(origin) = origin else {
-        return response;
-    };
-    if response.status() == StatusCode::FORBIDDEN {
-        return response;
-    }
-    let headers = response.headers_mut();
-    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
-    headers.insert(header::VARY, HeaderValue::from_static("Origin"));
-    headers.insert(
-        header::ACCESS_CONTROL_EXPOSE_HEADERS,
-        HeaderValue::from_static("mcp-session-id"),
-    );
-    response
 }
 
 #[cfg(test)]

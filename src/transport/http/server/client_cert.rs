@@ -227,8 +227,8 @@ mod tests {
         assert!(principal(&alice) != principal(&bob));
     }
 
-    #[test]
-    fn a_bearer_principal_outranks_the_certificate() {
+    #[tokio::test]
+    async fn a_bearer_principal_outranks_the_certificate() {
         use crate::config::ListenConfig;
         let dir = tempfile::tempdir().unwrap();
         let tokens = dir.path().join("tokens");
@@ -247,17 +247,24 @@ mod tests {
         };
         let bound = "127.0.0.1:8080".parse().unwrap();
         let certificate_only = Edge::new(&ListenConfig::default(), bound).unwrap();
-        let principal = certificate_only.check(&request(None)).unwrap().unwrap();
+        let principal = certificate_only
+            .check(&request(None), "/mcp")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(principal.identity().user_id, "alice");
         let listen = ListenConfig {
             auth_tokens_file: Some(tokens),
             ..ListenConfig::default()
         };
         let both = Edge::new(&listen, bound).unwrap();
-        let principal = both.check(&request(Some("Bearer secret-one"))).unwrap();
+        let principal = both
+            .check(&request(Some("Bearer secret-one")), "/mcp")
+            .await
+            .unwrap();
         assert_eq!(principal.unwrap().identity().user_id, "token-1");
         assert!(
-            both.check(&request(None)).is_err(),
+            both.check(&request(None), "/mcp").await.is_err(),
             "the certificate is no bearer token"
         );
     }

@@ -16,9 +16,14 @@
 //!   (`tokens`)
 //! - Without a bearer principal, the connection's verified client
 //!   certificate names the principal (`client_cert`, mutual TLS).
+//! - OAuth 2.1 access tokens (JWT) with `[listen.oauth]`: 401/403 with an
+//!   RFC 9728 `resource_metadata` challenge otherwise (`oauth`). With a
+//!   token file too, a token the file lists is accepted as its principal
+//!   and any other must be a valid access token.
 //! - Request bodies read with a byte limit (413) and a time limit (408),
 //!   and what `Accept` allows (`request`).
 
+mod oauth;
 mod request;
 mod tokens;
 
@@ -28,6 +33,8 @@ use std::sync::Arc;
 use axum::http::{header, request::Parts, HeaderValue, StatusCode};
 use axum::response::Response;
 
+pub(crate) use self::oauth::WELL_KNOWN;
+pub use self::oauth::{OAuth, OAuthError};
 pub(crate) use self::request::{accepts, content_type_is_json, one_line, read_body, Accepts};
 use self::tokens::bearer;
 pub(crate) use self::tokens::{file_stamp, TokenFile};
@@ -51,6 +58,7 @@ pub(crate) struct Edge {
     /// `None`: loopback origins only.
     origins: Option<Vec<String>>,
     tokens: Option<Arc<TokenFile>>,
+    oauth: Option<Arc<OAuth>>,
 }
 
 impl Edge {
@@ -80,10 +88,15 @@ impl Edge {
             Some(path) => Some(Arc::new(TokenFile::load(path)?)),
             None => None,
         };
+        let oauth = match &listen.oauth {
+            Some(config) => Some(Arc::new(OAuth::new(config)?)),
+            None => None,
+        };
         Ok(Self {
             hosts,
             origins,
             tokens,
+            oauth,
         })
     }
 
@@ -92,17 +105,35 @@ impl Edge {
         self.tokens.clone()
     }
 
+    /// The access-token validation, for the key refresher and the
+    /// protected-resource metadata.
+    pub(crate) fn oauth(&self) -> Option<Arc<OAuth>> {
+        self.oauth.clone()
+    }
+
     /// Host, then Origin, then the bearer token; the principal the token
     /// authenticates, else the one the connection's client certificate
-    /// names (none without either).
-    pub(crate) fn check(&self, parts: &Parts) -> Result<Option<Principal>, Refused> {
+    /// names (none without either). `resource_path` is the endpoint's
+    /// path, for the metadata URL an OAuth challenge names.
+    pub(crate) async fn check(
+        &self,
+        parts: &Parts,
+        resource_path: &str,
+    ) -> Result<Option<Principal>, Refused> {
         self.check_without_auth(parts)?;
-        let principal = self.check_auth(parts)?;
+        let principal = self.check_auth(parts, resource_path).await?;
         Ok(principal.or_else(|| client_cert::principal(parts)))
     }
 
     /// Host and Origin only (CORS preflights carry no credentials).
     pub(crate) fn check_without_auth(&self, parts: &Parts) -> Result<(), Refused> {
+        self.check_host(parts)?;
+        self.check_origin(parts)
+    }
+
+    /// Host only: for public documents any web page may read (the
+    /// protected-resource metadata).
+    pub(crate) fn check_host(&self, parts: &Parts) -> Result<(), Refused> {
         if let Some(hosts) = &self.hosts {
             let host = request_host(parts).map(|h| strip_port(h).to_ascii_lowercase());
             if !host.is_some_and(|h| hosts.contains(&h)) {
@@ -112,6 +143,10 @@ impl Edge {
                 )));
             }
         }
+        Ok(())
+    }
+
+    fn check_origin(&self, parts: &Parts) -> Result<(), Refused> {
         if let Some(origin) = parts.headers.get(header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("");
             let allowed = match &self.origins {
@@ -131,14 +166,30 @@ impl Edge {
         Ok(())
     }
 
-    fn check_auth(&self, parts: &Parts) -> Result<Option<Principal>, Refused> {
-        if let Some(tokens) = &self.tokens {
-            let presented = parts
-                .headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(bearer);
-            let principal = presented.and_then(|token| tokens.principal(token));
+    async fn check_auth(
+        &self,
+        parts: &Parts,
+        resource_path: &str,
+    ) -> Result<Option<Principal>, Refused> {
+        let presented = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(bearer);
+        if let Some(oauth) = &self.oauth {
+            if let Some(principal) = self.listed_token(presented) {
+                return Ok(Some(principal));
+            }
+            let Some(token) = presented else {
+                return Err(Box::new(oauth.refusal(&OAuthError::Missing, resource_path)));
+            };
+            return match oauth.authenticate(token).await {
+                Ok(identity) => Ok(Some(Principal::new(identity))),
+                Err(err) => Err(Box::new(oauth.refusal(&err, resource_path))),
+            };
+        }
+        if self.tokens.is_some() {
+            let principal = self.listed_token(presented);
             if principal.is_none() {
                 let mut response =
                     rejection(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
@@ -151,6 +202,12 @@ impl Edge {
             return Ok(principal);
         }
         Ok(None)
+    }
+
+    /// The principal of a token `auth_tokens_file` lists.
+    fn listed_token(&self, presented: Option<&str>) -> Option<Principal> {
+        let tokens = self.tokens.as_ref()?;
+        presented.and_then(|token| tokens.principal(token))
     }
 }
 
@@ -215,34 +272,52 @@ mod tests {
         Edge::new(&listen, bound.parse().unwrap()).unwrap()
     }
 
-    #[test]
-    fn loopback_listener_accepts_only_loopback_hosts() {
+    #[tokio::test]
+    async fn loopback_listener_accepts_only_loopback_hosts() {
         let edge = edge(ListenConfig::default(), "127.0.0.1:8080");
         for host in ["localhost:8080", "127.0.0.1", "[::1]:1", "LOCALHOST"] {
-            assert!(edge.check(&parts(&[("host", host)])).is_ok(), "{host}");
+            assert!(
+                edge.check(&parts(&[("host", host)]), "/mcp").await.is_ok(),
+                "{host}"
+            );
         }
         for host in ["evil.example:8080", "127.0.0.2", "localhost.evil.example"] {
-            let err = edge.check(&parts(&[("host", host)])).unwrap_err();
+            let err = edge
+                .check(&parts(&[("host", host)]), "/mcp")
+                .await
+                .unwrap_err();
             assert_eq!(err.status(), StatusCode::FORBIDDEN, "{host}");
         }
-        assert!(edge.check(&parts(&[])).is_err(), "no host at all");
+        assert!(
+            edge.check(&parts(&[]), "/mcp").await.is_err(),
+            "no host at all"
+        );
     }
 
-    #[test]
-    fn other_listeners_accept_any_host_unless_configured() {
+    #[tokio::test]
+    async fn other_listeners_accept_any_host_unless_configured() {
         let open = edge(ListenConfig::default(), "0.0.0.0:8080");
-        assert!(open.check(&parts(&[("host", "proxy.example")])).is_ok());
+        assert!(open
+            .check(&parts(&[("host", "proxy.example")]), "/mcp")
+            .await
+            .is_ok());
         let listen = ListenConfig {
             allowed_hosts: vec!["proxy.example:443".into()],
             ..ListenConfig::default()
         };
         let strict = edge(listen, "0.0.0.0:8080");
-        assert!(strict.check(&parts(&[("host", "PROXY.example")])).is_ok());
-        assert!(strict.check(&parts(&[("host", "localhost")])).is_err());
+        assert!(strict
+            .check(&parts(&[("host", "PROXY.example")]), "/mcp")
+            .await
+            .is_ok());
+        assert!(strict
+            .check(&parts(&[("host", "localhost")]), "/mcp")
+            .await
+            .is_err());
     }
 
-    #[test]
-    fn origins() {
+    #[tokio::test]
+    async fn origins() {
         let edge = edge(ListenConfig::default(), "127.0.0.1:8080");
         let with = |origin| parts(&[("host", "localhost"), ("origin", origin)]);
         for origin in [
@@ -250,7 +325,7 @@ mod tests {
             "https://127.0.0.1",
             "http://[::1]:9",
         ] {
-            assert!(edge.check(&with(origin)).is_ok(), "{origin}");
+            assert!(edge.check(&with(origin), "/mcp").await.is_ok(), "{origin}");
         }
         for origin in [
             "http://evil.example",
@@ -258,19 +333,25 @@ mod tests {
             "file://",
             "http://localhost.evil",
         ] {
-            assert!(edge.check(&with(origin)).is_err(), "{origin}");
+            assert!(edge.check(&with(origin), "/mcp").await.is_err(), "{origin}");
         }
         let listen = ListenConfig {
             allowed_origins: vec!["https://app.example/".into()],
             ..ListenConfig::default()
         };
         let edge = self::edge(listen, "127.0.0.1:8080");
-        assert!(edge.check(&with("https://app.example")).is_ok());
-        assert!(edge.check(&with("http://localhost:3000")).is_err());
+        assert!(edge
+            .check(&with("https://app.example"), "/mcp")
+            .await
+            .is_ok());
+        assert!(edge
+            .check(&with("http://localhost:3000"), "/mcp")
+            .await
+            .is_err());
     }
 
-    #[test]
-    fn bearer_tokens() {
+    #[tokio::test]
+    async fn bearer_tokens() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tokens");
         std::fs::write(&path, "# comment\n\nsecret-one\n  secret-two  \n").unwrap();
@@ -280,20 +361,74 @@ mod tests {
         };
         let edge = edge(listen, "127.0.0.1:8080");
         let with = |auth| parts(&[("host", "localhost"), ("authorization", auth)]);
-        assert!(edge.check(&with("Bearer secret-one")).is_ok());
-        assert!(edge.check(&with("bearer secret-two")).is_ok());
-        let err = edge.check(&with("Bearer secret-three")).unwrap_err();
+        assert!(edge.check(&with("Bearer secret-one"), "/mcp").await.is_ok());
+        assert!(edge.check(&with("bearer secret-two"), "/mcp").await.is_ok());
+        let err = edge
+            .check(&with("Bearer secret-three"), "/mcp")
+            .await
+            .unwrap_err();
         assert_eq!(err.status(), StatusCode::UNAUTHORIZED);
         assert!(err.headers().contains_key(header::WWW_AUTHENTICATE));
-        assert!(edge.check(&parts(&[("host", "localhost")])).is_err());
+        assert!(edge
+            .check(&parts(&[("host", "localhost")]), "/mcp")
+            .await
+            .is_err());
         std::fs::write(&path, "secret-three-longer\n").unwrap();
         edge.tokens().unwrap().reload_if_changed();
-        assert!(edge.check(&with("Bearer secret-three-longer")).is_ok());
-        assert!(edge.check(&with("Bearer secret-one")).is_err());
+        assert!(edge
+            .check(&with("Bearer secret-three-longer"), "/mcp")
+            .await
+            .is_ok());
+        assert!(edge
+            .check(&with("Bearer secret-one"), "/mcp")
+            .await
+            .is_err());
     }
 
-    #[test]
-    fn named_tokens_give_their_principal() {
+    #[tokio::test]
+    async fn a_listed_token_passes_beside_oauth_and_any_other_must_be_an_access_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = dir.path().join("tokens");
+        std::fs::write(&tokens, "ci-secret ci-bot deployer\n").unwrap();
+        let jwks = dir.path().join("jwks.json");
+        std::fs::write(&jwks, r#"{"keys": []}"#).unwrap();
+        let oauth = toml::from_str(&format!(
+            "issuer = \"https://idp.example\"\naudience = \"https://proxy.example/mcp\"\njwks_file = {:?}",
+            jwks.display().to_string()
+        ))
+        .unwrap();
+        let listen = ListenConfig {
+            transport: crate::config::ListenTransport::Http,
+            auth_tokens_file: Some(tokens),
+            oauth: Some(oauth),
+            ..ListenConfig::default()
+        };
+        let edge = edge(listen, "127.0.0.1:8080");
+        let with = |auth| parts(&[("host", "localhost"), ("authorization", auth)]);
+        let principal = edge.check(&with("Bearer ci-secret"), "/mcp").await.unwrap();
+        assert_eq!(principal.unwrap().identity().user_id, "ci-bot");
+        let metadata = "https://proxy.example/.well-known/oauth-protected-resource/mcp";
+        let refused = edge
+            .check(&with("Bearer guessed"), "/mcp")
+            .await
+            .unwrap_err();
+        assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            refused.headers()[header::WWW_AUTHENTICATE],
+            format!("Bearer error=\"invalid_token\", resource_metadata=\"{metadata}\"").as_str()
+        );
+        let missing = edge
+            .check(&parts(&[("host", "localhost")]), "/mcp")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            missing.headers()[header::WWW_AUTHENTICATE],
+            format!("Bearer resource_metadata=\"{metadata}\"").as_str()
+        );
+    }
+
+    #[tokio::test]
+    async fn named_tokens_give_their_principal() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tokens");
         std::fs::write(
@@ -309,23 +444,25 @@ mod tests {
         let principal = |token: &str| {
             let auth = format!("Bearer {token}");
             let parts = parts(&[("host", "localhost"), ("authorization", &auth)]);
-            edge.check(&parts).unwrap().unwrap()
+            let edge = &edge;
+            async move { edge.check(&parts, "/mcp").await.unwrap().unwrap() }
         };
-        let alice = principal("alice-token");
+        let alice = principal("alice-token").await;
         assert_eq!(alice.identity().user_id, "alice");
         assert_eq!(alice.identity().roles, ["admin", "ops"]);
         assert_eq!(alice.identity().tenant.as_deref(), Some("acme"));
-        let bob = principal("bob-token");
+        let bob = principal("bob-token").await;
         assert_eq!(bob.identity().user_id, "bob");
         assert!(bob.identity().roles.is_empty());
         assert_eq!(bob.identity().tenant, None);
-        assert_eq!(principal("bare-token").identity().user_id, "token-1");
+        assert_eq!(principal("bare-token").await.identity().user_id, "token-1");
         assert!(alice != bob);
         assert!(edge
-            .check(&parts(&[
-                ("host", "localhost"),
-                ("authorization", "Bearer alice")
-            ]))
+            .check(
+                &parts(&[("host", "localhost"), ("authorization", "Bearer alice")]),
+                "/mcp"
+            )
+            .await
             .is_err());
     }
 }
