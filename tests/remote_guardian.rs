@@ -707,7 +707,10 @@ fn acs_error_codes_on_a_hook() {
     assert!(proxy.finish().success());
 
     assert_eq!(
-        counter(&metrics, "acs_proxy_integrity_events_total"),
+        counter(
+            &metrics,
+            "acs_proxy_integrity_events_total{kind=\"chain_mismatch\"}"
+        ),
         1,
         "-32007 is an integrity event"
     );

@@ -9,6 +9,7 @@
 mod error;
 mod guardian;
 mod hooks;
+mod integrity;
 mod listen;
 mod operations;
 mod paths;
@@ -22,6 +23,7 @@ use serde::Deserialize;
 pub use error::ConfigError;
 pub use guardian::{GuardianConfig, GuardianMode, PostureSetting, StartupPosture};
 pub use hooks::{HooksConfig, ToolsCallHooks};
+pub use integrity::{IntegrityConfig, IntegrityMode, RuleKind, RuleSpec};
 pub use listen::{ListenConfig, ListenTransport};
 pub use operations::{AuditConfig, LimitsConfig, MetricsConfig};
 pub use paths::PathSetting;
@@ -49,6 +51,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Resource limits on what clients and servers may send.
     pub limits: LimitsConfig,
+    /// Pinned tool definitions, the poisoning scan and argument checks.
+    pub integrity: IntegrityConfig,
 }
 
 /// The file as written; converted into [`Config`] by [`Config::from_toml`].
@@ -71,6 +75,8 @@ struct ConfigFile {
     metrics: MetricsConfig,
     #[serde(default)]
     limits: LimitsConfig,
+    #[serde(default)]
+    integrity: IntegrityConfig,
 }
 
 impl Config {
@@ -106,6 +112,7 @@ impl Config {
             audit: file.audit,
             metrics: file.metrics,
             limits: file.limits,
+            integrity: file.integrity,
         };
         config.validate(origin)?;
         Ok(config)
@@ -129,6 +136,7 @@ impl Config {
             self.validate_remote_guardian().map_err(invalid)?;
         }
         self.listen.validate().map_err(invalid)?;
+        self.integrity.validate().map_err(invalid)?;
         if self.listen.transport == ListenTransport::Stdio && self.upstreams.len() > 1 {
             return Err(invalid(
                 "listen.transport = \"stdio\" serves exactly one [[upstream]]".into(),
@@ -215,6 +223,7 @@ impl Config {
         }
         self.guardian.resolve_paths(base);
         self.audit.resolve_paths(base);
+        self.integrity.resolve_paths(base);
     }
 
     /// Every path-valued setting that is set, as the proxy will use it
@@ -226,6 +235,7 @@ impl Config {
         }
         settings.extend(self.guardian.path_settings());
         settings.extend(self.audit.path_settings());
+        settings.extend(self.integrity.path_settings());
         settings
     }
 

@@ -5,6 +5,7 @@
 //! - [`stage`]: one hook of the pipeline and how its decision is applied.
 //! - [`decide`]: the Guardian call, the failure posture, the audit entry.
 //! - [`inventory`]: `agbom/snapshot` and `agbom/changed`.
+//! - [`integrity`]: pinned definitions, the poisoning scan, argument checks.
 //! - [`lifecycle`]: `steps/sessionStart` and `steps/sessionEnd`.
 //! - [`timeout`]: the per-request upstream timeout.
 //! - [`run_session`]: one session over any pair of transports;
@@ -14,6 +15,7 @@ pub mod approval;
 pub mod decide;
 pub mod delivery;
 pub mod flow;
+pub mod integrity;
 pub mod inventory;
 pub mod lifecycle;
 pub mod pump;
