@@ -97,8 +97,16 @@ impl Conversation {
         let capabilities = &initialized["capabilities"];
         let mut definitions = Definitions::new();
         for section in Section::ALL {
-            if capabilities.get(section.capability()).is_some() {
-                definitions.insert(section, self.list(section)?);
+            if capabilities.get(section.capability()).is_none() {
+                continue;
+            }
+            match self.list(section) {
+                Ok(items) => {
+                    definitions.insert(section, items);
+                }
+                // Templates are optional for a server with resources.
+                Err(_) if section == Section::ResourceTemplates => {}
+                Err(err) => return Err(err),
             }
         }
         Ok(definitions)
