@@ -4,7 +4,9 @@
 //!
 //! Each tool, prompt and resource carries a digest of its whole definition,
 //! so a server that silently rewrites a tool's description or schema
-//! mid-session (a "rug pull") shows up as a changed component.
+//! mid-session (a "rug pull") shows up as a changed component; a changed
+//! component in `agbom/changed` also carries `previous_definition_digest`,
+//! so a Guardian can tell which version it approved.
 
 use std::collections::BTreeMap;
 
