@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::error::IntegrityError;
 use super::section::Section;
-use super::IntegrityError;
 use crate::config::UpstreamConfig;
 
 /// How long the whole read may take.

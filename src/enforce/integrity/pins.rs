@@ -29,8 +29,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::error::IntegrityError;
 use super::section::Section;
-use super::IntegrityError;
 use crate::jcs;
 
 /// The pin file's format version.
@@ -143,6 +143,7 @@ impl PinFile {
             return Err(IntegrityError::PinVersion {
                 path: path.to_owned(),
                 version: file.version,
+                expected: PIN_FILE_VERSION,
             });
         }
         Ok(file)

@@ -15,11 +15,12 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 
+use super::error::IntegrityError;
 use super::pins::{digest, Pin, PinFile};
 use super::rules::RuleSet;
 use super::scan::{self, ScanContext};
 use super::section::Section;
-use super::{diff, fetch, IntegrityError};
+use super::{diff, fetch};
 use crate::config::{Config, UpstreamConfig};
 
 /// The `pins` subcommands.

@@ -4,7 +4,7 @@
 use regex::Regex;
 use serde::Deserialize;
 
-use super::IntegrityError;
+use super::error::IntegrityError;
 use crate::config::{RuleKind, RuleSpec};
 
 /// The shipped rules, in the `[[rule]]` form `[[integrity.rule]]` uses.
