@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use super::decide::{self, MessageContext};
 use crate::config::IntegrityMode;
 use crate::enforce::integrity::hide::hide_items;
-use crate::enforce::integrity::{Event, EventKind, Integrity, Section, Verdict};
+use crate::enforce::integrity::{pins, Event, EventKind, Integrity, Section};
 use crate::enforce::reply::{self, Denial};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::{Decision, Disposition};
@@ -104,7 +104,7 @@ async fn screen_items(
         let mut learned = session.learned();
         for (verdict, item) in verdicts.iter().zip(definitions(items)) {
             let hide = verdict.hide_reason().filter(|_| enforce);
-            learned.integrity.note(verdict, hide, item);
+            learned.integrity.note(section, &verdict.digest, hide, item);
             if hide.is_some() {
                 hidden.insert(verdict.name.clone());
             }
@@ -138,16 +138,10 @@ fn definitions(items: &[Value]) -> impl Iterator<Item = &Value> {
 /// tool's schema.
 fn note_unchecked(session: &Session, section: Section, items: &[Value]) {
     let mut learned = session.learned();
-    for item in definitions(items) {
-        let verdict = Verdict {
-            section,
-            upstream: session.upstream.clone(),
-            name: Section::item_name(item).unwrap_or_default().to_owned(),
-            digest: crate::enforce::integrity::pins::digest(item),
-            pin: crate::enforce::integrity::PinStatus::Pinned { reviewed: true },
-            findings: Vec::new(),
-        };
-        learned.integrity.note(&verdict, None, item);
+    for item in items {
+        learned
+            .integrity
+            .note(section, &pins::digest(item), None, item);
     }
 }
 

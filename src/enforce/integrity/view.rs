@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use super::section::Section;
-use super::verdict::{EventKind, Verdict};
+use super::verdict::EventKind;
 
 /// One definition as last listed to this session.
 #[derive(Debug, Clone)]
@@ -27,15 +27,24 @@ pub struct SessionView {
 }
 
 impl SessionView {
-    /// Records a verdict about a definition just listed.
-    pub fn note(&mut self, verdict: &Verdict, hidden: Option<EventKind>, definition: &Value) {
+    /// Records a definition just listed, with its digest and why the
+    /// checks hid it (if they did).
+    pub fn note(
+        &mut self,
+        section: Section,
+        digest: &str,
+        hidden: Option<EventKind>,
+        definition: &Value,
+    ) {
+        let Some(name) = Section::item_name(definition) else {
+            return;
+        };
         let listed = Listed {
-            digest: verdict.digest.clone(),
+            digest: digest.to_owned(),
             hidden,
             input_schema: definition.get("inputSchema").cloned(),
         };
-        self.listed
-            .insert((verdict.section, verdict.name.clone()), listed);
+        self.listed.insert((section, name.to_owned()), listed);
     }
 
     /// The definition of `name` as last listed.
