@@ -6,11 +6,8 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::Instant;
 
 use serde_json::{json, Value};
 use support::{entries_of, proxy_bin, tool_call, workspace_bin, Proxy, Scratch};
@@ -85,23 +82,6 @@ fn detail(entry: &Value) -> &str {
     entry["detail"].as_str().unwrap_or_default()
 }
 
-fn metrics(port: u16) -> String {
-    let deadline = Instant::now() + support::WAIT;
-    loop {
-        if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) {
-            let request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-            if stream.write_all(request.as_bytes()).is_ok() {
-                let mut body = String::new();
-                if stream.read_to_string(&mut body).is_ok() && body.contains("acs_proxy_") {
-                    return body;
-                }
-            }
-        }
-        assert!(Instant::now() < deadline, "no /metrics on port {port}");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-}
-
 fn integrity_count(metrics: &str, kind: &str) -> u64 {
     let name = format!("acs_proxy_integrity_events_total{{kind=\"{kind}\"}} ");
     metrics
@@ -151,7 +131,7 @@ fn a_definition_rewritten_mid_session_is_withheld_in_enforce() {
     assert_eq!(reply["result"]["isError"], true);
     let text = reply["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("tool_definition_changed"), "{text}");
-    let metrics = metrics(port);
+    let metrics = support::metrics_text(port);
     assert!(proxy.finish().success());
 
     assert_eq!(
@@ -284,7 +264,7 @@ fn each_shipped_rule_flags_its_example_with_the_location() {
         names(&listed).contains(&"poison-markup"),
         "observe hides nothing"
     );
-    let metrics = metrics(port);
+    let metrics = support::metrics_text(port);
     assert!(proxy.finish().success());
 
     let entries = integrity_entries(&scratch);

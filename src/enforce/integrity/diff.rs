@@ -3,6 +3,8 @@
 
 use serde_json::{Map, Value};
 
+use super::scan::is_invisible;
+
 /// One line per difference: description and title text, input schema
 /// properties added, removed or changed (widened or narrowed), required
 /// arguments, and any other member that changed.
@@ -113,11 +115,8 @@ fn printable(value: &Value) -> String {
     };
     text.chars()
         .map(|c| {
-            let code = c as u32;
-            let invisible = c.is_control()
-                || matches!(code, 0xE0000..=0xE007F | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2069 | 0xFEFF);
-            if invisible {
-                format!("\\u{{{code:X}}}")
+            if c.is_control() || is_invisible(c) {
+                format!("\\u{{{:X}}}", c as u32)
             } else {
                 c.to_string()
             }

@@ -162,7 +162,8 @@ fn excerpt(text: &str) -> String {
     out
 }
 
-fn is_invisible(c: char) -> bool {
+/// Characters that render as nothing or reorder text.
+pub(super) fn is_invisible(c: char) -> bool {
     matches!(c as u32, 0xE0000..=0xE007F | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2069 | 0xFEFF | 0x180E)
 }
 
