@@ -3,7 +3,8 @@
 //! `run` (the default) serves MCP traffic; `audit verify` checks a log's
 //! hash chains; `audit repair` truncates a torn final line after a crash;
 //! `audit export` writes a log as JSONL or OCSF events;
-//! `config check` validates a `proxy.toml` without starting anything.
+//! `config check` validates a `proxy.toml` without starting anything;
+//! `pins show|diff|approve` reviews the tool pin file.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,6 +14,8 @@ use std::time::Duration;
 use acs_proxy::admin::{self, Health};
 use acs_proxy::audit::{self, AuditLog, AuditSettings, OnFailure};
 use acs_proxy::config::{Config, GuardianMode, ListenTransport};
+use acs_proxy::enforce::integrity::review::{self as pins, PinsCommand};
+use acs_proxy::enforce::integrity::Integrity;
 use acs_proxy::guardian::embedded::EmbeddedGuardian;
 use acs_proxy::guardian::remote::{self, RemoteGuardian};
 use acs_proxy::guardian::Guardian;
@@ -42,6 +45,9 @@ enum Command {
     /// Work with configuration files.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Review and approve the tool pin file (`[integrity] pins`).
+    #[command(subcommand)]
+    Pins(PinsCommand),
     /// Exit 0 when `/healthz` answers at ADDRESS (for container health checks).
     Healthcheck {
         /// The `[metrics] address`, e.g. 127.0.0.1:9464.
@@ -97,6 +103,7 @@ fn main() -> ExitCode {
         Some(Command::Audit(AuditCommand::Repair { file })) => repair(&file),
         Some(Command::Audit(AuditCommand::Export(args))) => audit::export::run(&args),
         Some(Command::Config(ConfigCommand::Check { file })) => check(&file),
+        Some(Command::Pins(command)) => pins::run(&command),
         Some(Command::Healthcheck { address }) => match admin::probe(&address) {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {
@@ -204,6 +211,10 @@ async fn serve(config: Arc<Config>) -> Result<ExitCode, String> {
             .await
             .map_err(|e| format!("cannot serve metrics on {address}: {e}"))?;
         tracing::info!(%bound, "metrics, /healthz and /readyz are served");
+    }
+    if config.integrity.is_active() {
+        // A malformed pin file fails the start, not the first list.
+        Integrity::shared(&config.integrity).map_err(|e| e.to_string())?;
     }
     let guardian = guardian(&config, &health)?;
     if config.listen.transport != ListenTransport::Stdio {

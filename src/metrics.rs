@@ -73,9 +73,11 @@ pub struct Metrics {
     /// `acs_proxy_decision_failures_total{reason,posture}`: hooks with no
     /// usable decision, and the posture that resolved them.
     pub decision_failures_total: IntCounterVec,
-    /// `acs_proxy_integrity_events_total`: the Guardian's chain head
-    /// disagreed with the proxy's (`chain_mismatch`, -32007).
-    pub integrity_events_total: IntCounter,
+    /// `acs_proxy_integrity_events_total{kind}`: the Guardian's chain head
+    /// disagreed with the proxy's (`chain_mismatch`, -32007), and the tool
+    /// integrity checks' findings (`definition_changed`, `unpinned`,
+    /// `poisoning`, `shadowing`, `invalid_arguments`, `hidden_called`).
+    pub integrity_events_total: IntCounterVec,
 }
 
 /// The process-wide registry.
@@ -137,11 +139,12 @@ impl Metrics {
             "Hooks without a usable Guardian decision, by reason and the posture applied",
             &["reason", "posture"],
         );
-        let integrity_events_total = IntCounter::new(
+        let integrity_events_total = counter_vec(
+            &registry,
             "acs_proxy_integrity_events_total",
-            "Guardian chain-head disagreements (chain_mismatch, -32007)",
-        )
-        .unwrap_or_else(|err| panic!("acs_proxy_integrity_events_total is malformed: {err}"));
+            "Integrity events: Guardian chain-head disagreements and tool definition findings, by kind",
+            &["kind"],
+        );
         let decision_seconds = HistogramVec::new(
             HistogramOpts::new(
                 "acs_proxy_decision_seconds",
@@ -221,7 +224,6 @@ impl Metrics {
             Box::new(audit_failures_total.clone()),
             Box::new(audit_writable.clone()),
             Box::new(sessions_active.clone()),
-            Box::new(integrity_events_total.clone()),
         ] {
             registry
                 .register(collector)
@@ -253,6 +255,11 @@ impl Metrics {
     /// [`crate::limits::LIMIT_REFUSALS`]).
     pub fn register_counter_vec(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
         counter_vec(&self.registry, name, help, labels)
+    }
+
+    /// Counts one integrity event; `kind` is one of a fixed set of names.
+    pub fn integrity_event(&self, kind: &'static str) {
+        self.integrity_events_total.with_label_values(&[kind]).inc();
     }
 
     /// Counts one MCP message read from `direction`.

@@ -19,6 +19,7 @@ use uuid::Uuid;
 use crate::audit::AuditChain;
 use crate::config::{Config, UpstreamConfig};
 use crate::enforce::approval::DeferralBudget;
+use crate::enforce::integrity::SessionView;
 use crate::guardian::Decided;
 use crate::guardian::{Guardian, Negotiated};
 use crate::hooks::agbom::{Inventory, ListKind};
@@ -274,6 +275,8 @@ pub struct Learned {
     pub refused: Option<String>,
     /// The session start, while the audit log has not recorded it.
     pub unrecorded_start: Option<UnrecordedStart>,
+    /// The definitions listed to the client, as the integrity checks saw them.
+    pub integrity: SessionView,
 }
 
 /// One MCP session through the proxy.

@@ -12,8 +12,6 @@ mod support;
 
 use support::free_port;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -147,20 +145,7 @@ fn guardian_hooks_for(guardian: &TestGuardian, method: &str, tool: &str) -> Vec<
 
 /// `GET /metrics` from the proxy's admin endpoint, retried until it answers.
 fn metrics(port: u16) -> String {
-    let deadline = Instant::now() + support::WAIT;
-    loop {
-        if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) {
-            let request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-            if stream.write_all(request.as_bytes()).is_ok() {
-                let mut body = String::new();
-                if stream.read_to_string(&mut body).is_ok() && body.contains("acs_proxy_") {
-                    return body;
-                }
-            }
-        }
-        assert!(Instant::now() < deadline, "no /metrics on port {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    support::metrics_text(port)
 }
 
 /// The value of an unlabelled counter in Prometheus text.
@@ -707,7 +692,10 @@ fn acs_error_codes_on_a_hook() {
     assert!(proxy.finish().success());
 
     assert_eq!(
-        counter(&metrics, "acs_proxy_integrity_events_total"),
+        counter(
+            &metrics,
+            "acs_proxy_integrity_events_total{kind=\"chain_mismatch\"}"
+        ),
         1,
         "-32007 is an integrity event"
     );

@@ -16,17 +16,22 @@ use std::io::{self, BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use catalog::Catalog;
 use output::Output;
 use server::Server;
 
 /// The `--help` text.
 const USAGE: &str = "\
-usage: acs-proxy-demo-server [--record FILE] [--verbose]
+usage: acs-proxy-demo-server [--record FILE] [--verbose] [--extra-tools FILE] [--rug-pull]
 
 A small MCP server over stdio (newline-delimited JSON-RPC 2.0).
 
-  --record FILE  append every raw line received on stdin to FILE
-  --verbose      log each message to stderr
+  --record FILE       append every raw line received on stdin to FILE
+  --verbose           log each message to stderr
+  --extra-tools FILE  append the tool definitions of FILE (a JSON array) to
+                      the catalog; calling one answers \"NAME called\"
+  --rug-pull          add rewrite-tool {name, description}, which rewrites a
+                      listed tool's description and emits list_changed
   --help         print this help
   --version      print the version
 
@@ -39,6 +44,8 @@ resource: demo://readme   prompt: greeting {name}";
 struct Options {
     record: Option<PathBuf>,
     verbose: bool,
+    extra_tools: Option<PathBuf>,
+    rug_pull: bool,
 }
 
 /// Parses the arguments; `Err` carries the exit code for help/version/errors.
@@ -52,6 +59,11 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Options, ExitCode> {
                 None => return Err(usage_error("--record needs a FILE")),
             },
             "--verbose" => options.verbose = true,
+            "--extra-tools" => match args.next() {
+                Some(path) => options.extra_tools = Some(PathBuf::from(path)),
+                None => return Err(usage_error("--extra-tools needs a FILE")),
+            },
+            "--rug-pull" => options.rug_pull = true,
             "--help" | "-h" => {
                 println!("{USAGE}");
                 return Err(ExitCode::SUCCESS);
@@ -109,11 +121,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let catalog = match Catalog::load(options.extra_tools.as_deref(), options.rug_pull) {
+        Ok(catalog) => catalog,
+        Err(err) => {
+            eprintln!("acs-proxy-demo-server: cannot read --extra-tools: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
     eprintln!(
         "[demo-server] acs-proxy-demo-server {} on stdio",
         env!("CARGO_PKG_VERSION")
     );
-    let mut server = Server::new(Output::stdout(), options.verbose);
+    let mut server = Server::new(Output::stdout(), options.verbose).with_catalog(catalog);
     let mut stdin = io::stdin().lock();
     let mut line = Vec::with_capacity(4096);
     loop {

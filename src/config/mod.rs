@@ -9,6 +9,7 @@
 mod error;
 mod guardian;
 mod hooks;
+mod integrity;
 mod listen;
 mod oauth;
 mod operations;
@@ -24,6 +25,7 @@ use serde::Deserialize;
 pub use error::ConfigError;
 pub use guardian::{GuardianConfig, GuardianMode, PostureSetting, StartupPosture};
 pub use hooks::{HooksConfig, ToolsCallHooks};
+pub use integrity::{IntegrityConfig, IntegrityMode, RuleKind, RuleSpec};
 pub use listen::{ListenConfig, ListenTransport};
 pub use oauth::OAuthConfig;
 pub use operations::{AuditConfig, LimitsConfig, MetricsConfig};
@@ -53,6 +55,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Resource limits on what clients and servers may send.
     pub limits: LimitsConfig,
+    /// Pinned tool definitions, the poisoning scan and argument checks.
+    pub integrity: IntegrityConfig,
 }
 
 /// The file as written; converted into [`Config`] by [`Config::from_toml`].
@@ -75,6 +79,8 @@ struct ConfigFile {
     metrics: MetricsConfig,
     #[serde(default)]
     limits: LimitsConfig,
+    #[serde(default)]
+    integrity: IntegrityConfig,
 }
 
 impl Config {
@@ -110,6 +116,7 @@ impl Config {
             audit: file.audit,
             metrics: file.metrics,
             limits: file.limits,
+            integrity: file.integrity,
         };
         config.validate(origin)?;
         Ok(config)
@@ -133,6 +140,7 @@ impl Config {
             self.validate_remote_guardian().map_err(invalid)?;
         }
         self.listen.validate().map_err(invalid)?;
+        self.integrity.validate().map_err(invalid)?;
         if self.listen.transport == ListenTransport::Stdio && self.upstreams.len() > 1 {
             return Err(invalid(
                 "listen.transport = \"stdio\" serves exactly one [[upstream]]".into(),
@@ -219,6 +227,7 @@ impl Config {
         }
         self.guardian.resolve_paths(base);
         self.audit.resolve_paths(base);
+        self.integrity.resolve_paths(base);
     }
 
     /// Every path-valued setting that is set, as the proxy will use it
@@ -230,6 +239,7 @@ impl Config {
         }
         settings.extend(self.guardian.path_settings());
         settings.extend(self.audit.path_settings());
+        settings.extend(self.integrity.path_settings());
         settings
     }
 

@@ -3,6 +3,7 @@
 //! Nothing here decides anything.
 
 pub mod approval;
+pub mod integrity;
 pub mod modify;
 pub mod reply;
 

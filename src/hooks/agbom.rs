@@ -4,7 +4,9 @@
 //!
 //! Each tool, prompt and resource carries a digest of its whole definition,
 //! so a server that silently rewrites a tool's description or schema
-//! mid-session (a "rug pull") shows up as a changed component.
+//! mid-session (a "rug pull") shows up as a changed component; a changed
+//! component in `agbom/changed` also carries `previous_definition_digest`,
+//! so a Guardian can tell which version it approved.
 
 use std::collections::BTreeMap;
 
@@ -202,10 +204,12 @@ impl Inventory {
             .filter(|(id, _)| !after.contains_key(*id))
             .map(|(_, c)| c)
             .collect();
-        let changed: Vec<&Value> = after
+        let changed: Vec<Value> = after
             .iter()
-            .filter(|(id, component)| before.get(*id).is_some_and(|old| old != *component))
-            .map(|(_, c)| c)
+            .filter_map(|(id, component)| {
+                let old = before.get(id).filter(|old| *old != component)?;
+                Some(with_previous_digest(component, old))
+            })
             .collect();
         if added.is_empty() && removed.is_empty() && changed.is_empty() {
             return None;
@@ -217,6 +221,16 @@ impl Inventory {
             "changed": changed,
         }))
     }
+}
+
+/// A changed component, carrying the digest it had before beside the
+/// one it has now, so a Guardian or a policy can judge the change itself.
+fn with_previous_digest(component: &Value, old: &Value) -> Value {
+    let mut component = component.clone();
+    if let (Value::Object(map), Some(previous)) = (&mut component, old.get("definition_digest")) {
+        map.insert("previous_definition_digest".into(), previous.clone());
+    }
+    component
 }
 
 /// One list item as an AgBOM component. MCP items carry no version of
@@ -294,11 +308,15 @@ mod tests {
         let diff = before.diff(&after, "stdio:demo", "list_changed").unwrap();
         assert_eq!(diff["added"][0]["name"], "new");
         assert_eq!(diff["removed"][0]["name"], "old");
-        assert!(diff["changed"]
+        let echo = diff["changed"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|c| c["name"] == "echo"));
+            .find(|c| c["name"] == "echo")
+            .unwrap();
+        let digest = |inv: &Inventory| inv.lists[&ListKind::Tools]["echo"].digest.clone();
+        assert_eq!(echo["definition_digest"], digest(&after));
+        assert_eq!(echo["previous_definition_digest"], digest(&before));
         assert!(before.diff(&before.clone(), "stdio:demo", "x").is_none());
     }
 }

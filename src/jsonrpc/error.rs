@@ -18,6 +18,9 @@ pub mod codes {
     pub const INVALID_REQUEST: i64 = -32600;
     /// The method is not served (2026-07-28 HTTP answers it with 404).
     pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// The request's parameters are wrong (`[integrity] validate_arguments`:
+    /// tool arguments that fail the tool's `inputSchema`).
+    pub const INVALID_PARAMS: i64 = -32602;
     /// Internal failure of the proxy.
     pub const INTERNAL_ERROR: i64 = -32603;
     /// The Guardian (or the failure posture) denied the message.

@@ -157,7 +157,7 @@ pub fn resolve(session: &Session, hook: &HookRequest, answer: Answer) -> Decided
                 .iter()
                 .any(|code| code == "chain_mismatch")
             {
-                METRICS.integrity_events_total.inc();
+                METRICS.integrity_event("chain_mismatch");
             }
             Decided {
                 decision,
@@ -235,7 +235,7 @@ fn failure(negotiated: FailurePosture, err: &GuardianError) -> Decided {
         negotiated
     };
     if err.is_integrity_event() {
-        METRICS.integrity_events_total.inc();
+        METRICS.integrity_event("chain_mismatch");
     }
     METRICS
         .decision_failures_total

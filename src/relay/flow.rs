@@ -14,7 +14,7 @@ use super::decide::{self, MessageContext};
 pub use super::delivery::Delivery;
 use super::delivery::Outcome;
 use super::stage::{self, Flow, Passage};
-use super::{inventory, lifecycle, quota, timeout, tool_latency};
+use super::{integrity, inventory, lifecycle, quota, timeout, tool_latency};
 use crate::enforce::reply::{self, Denial};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::Decision;
@@ -289,6 +289,15 @@ async fn handle_request(
     if method == "initialize" {
         inventory::note_initialize_request(session, &doc.value);
     }
+    if direction == Direction::ClientToServer {
+        let context = context_of(direction, &message, &method);
+        if let Some(refusal) =
+            integrity::check_call(session, &method, &doc.value, &id, &context).await
+        {
+            pending.remove_blocked(&id);
+            return vec![Delivery::Reply(refusal)];
+        }
+    }
     let flow = Flow {
         context: context_of(direction, &message, &method),
         kind: MessageKind::Request,
@@ -401,6 +410,9 @@ async fn handle_response(
             &request.method,
             &denial,
         ))];
+    }
+    if direction == Direction::ServerToClient {
+        integrity::screen_list(session, &request.method, &mut doc, &flow.context).await;
     }
     vec![Delivery::Forward(doc.into_bytes())]
 }

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::decide::{self, MessageContext};
+use super::integrity;
 use crate::enforce::Action;
 use crate::guardian::{Decision, Disposition};
 use crate::hooks::agbom::{Inventory, ListKind};
@@ -126,6 +127,7 @@ pub async fn take_snapshot(session: &Session) {
     for (kind, items) in kinds.into_iter().zip(fetched) {
         if let Some(items) = items {
             learn_param_headers(session, kind, &items);
+            integrity::screen_fetched(session, kind.method(), &items).await;
             inventory.set_list(kind, &items);
         }
     }

@@ -5,6 +5,7 @@
 //! - [`stage`]: one hook of the pipeline and how its decision is applied.
 //! - [`decide`]: the Guardian call, the failure posture, the audit entry.
 //! - [`inventory`]: `agbom/snapshot` and `agbom/changed`.
+//! - [`integrity`]: pinned definitions, the poisoning scan, argument checks.
 //! - [`lifecycle`]: `steps/sessionStart` and `steps/sessionEnd`.
 //! - [`quota`]: `[[policy.limit]]` rate limits, before any hook.
 //! - [`timeout`]: the per-request upstream timeout.
@@ -16,6 +17,7 @@ pub mod approval;
 pub mod decide;
 pub mod delivery;
 pub mod flow;
+pub mod integrity;
 pub mod inventory;
 pub mod lifecycle;
 pub mod pump;

@@ -39,6 +39,26 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// `GET /metrics` from a proxy's `[metrics] address` on 127.0.0.1:`port`,
+/// retried until it answers.
+pub fn metrics_text(port: u16) -> String {
+    use std::io::Read;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            let request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+            if stream.write_all(request.as_bytes()).is_ok() {
+                let mut body = String::new();
+                if stream.read_to_string(&mut body).is_ok() && body.contains("acs_proxy_") {
+                    return body;
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "no /metrics on port {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// A free TCP port on 127.0.0.1 (bound, then released: a server started
 /// on it may still lose a race).
 pub fn free_port() -> u16 {
