@@ -7,6 +7,7 @@
 //! mid-session (a "rug pull") shows up as a changed component.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
@@ -72,6 +73,9 @@ impl ListKind {
 struct Item {
     description: Option<String>,
     digest: String,
+    /// The whole entry, for policies that read a tool's schema or
+    /// annotations (`input.context.tool`).
+    definition: Arc<Value>,
 }
 
 /// Everything known about the upstream server.
@@ -111,11 +115,20 @@ impl Inventory {
                     Item {
                         description,
                         digest,
+                        definition: Arc::new(item.clone()),
                     },
                 ))
             })
             .collect();
         self.lists.insert(kind, entries);
+    }
+
+    /// The server's `tools/list` entry for `name`, when it listed one.
+    pub fn tool_definition(&self, name: &str) -> Option<Arc<Value>> {
+        self.lists
+            .get(&ListKind::Tools)?
+            .get(name)
+            .map(|item| item.definition.clone())
     }
 
     /// The items of a list result (`result.tools`, …), if it has them.

@@ -18,6 +18,9 @@
 //!
 //! The engine knows nothing about transports or MCP framing: it sees a
 //! method, an optional tool name, and a JSON payload.
+//!
+//! `[policy] engine = "rego"` replaces the rules with a Rego policy; see
+//! [`rego`].
 
 mod candidates;
 mod compile;
@@ -32,6 +35,7 @@ mod overrides;
 mod pattern;
 mod pointer;
 mod redact;
+pub mod rego;
 mod rule;
 mod source;
 mod spec;
@@ -39,5 +43,8 @@ mod spec;
 pub use engine::Policy;
 pub use error::{PolicyError, RuleProblem};
 pub use hook::HookView;
+pub use rego::RegoPolicy;
 pub use source::PolicySource;
-pub use spec::{AskSpec, DeferSpec, MatchSpec, PolicySpec, RedactSpec, RuleSpec, Verdict};
+pub use spec::{
+    AskSpec, DeferSpec, EngineKind, MatchSpec, PolicySpec, RedactSpec, RuleSpec, Verdict,
+};

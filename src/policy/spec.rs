@@ -31,6 +31,31 @@ pub struct PolicySpec {
     /// The rules, in the order they are tried (`[[policy.rule]]`).
     #[serde(default, rename = "rule")]
     pub rules: Vec<Spanned<RuleSpec>>,
+    /// Which engine decides: the rules above or a Rego policy.
+    #[serde(default)]
+    pub engine: EngineKind,
+    /// `engine = "rego"`: globs of `.rego` files, relative to the config
+    /// file's directory.
+    #[serde(default)]
+    pub rego: Vec<String>,
+    /// `engine = "rego"`: a JSON or YAML document loaded as `data`.
+    #[serde(default)]
+    pub data: Option<std::path::PathBuf>,
+    /// `engine = "rego"`: the rule whose value is the decision (default
+    /// `data.acs.decision`).
+    #[serde(default)]
+    pub query: Option<String>,
+}
+
+/// `[policy] engine`: which language the embedded Guardian's policy is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// `[[policy.rule]]` entries in the config file.
+    #[default]
+    Rules,
+    /// Rego modules (OPA's language), evaluated by regorus.
+    Rego,
 }
 
 /// Allow or deny: the only outcomes that need no further detail, used for
