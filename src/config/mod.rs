@@ -27,7 +27,7 @@ pub use operations::{AuditConfig, LimitsConfig, MetricsConfig};
 pub use paths::PathSetting;
 pub use upstream::{UpstreamConfig, UpstreamTransport};
 
-use crate::policy::{Policy, PolicySource, PolicySpec};
+use crate::policy::{rego, Policy, PolicySource, PolicySpec, RegoPolicy};
 use paths::SectionPaths;
 
 /// The whole configuration, as the rest of the proxy sees it.
@@ -43,6 +43,9 @@ pub struct Config {
     pub hooks: HooksConfig,
     /// The embedded Guardian's compiled rules.
     pub policy: Arc<Policy>,
+    /// The embedded Guardian's Rego policy, when `[policy] engine = "rego"`;
+    /// it then decides instead of the rules.
+    pub rego: Option<Arc<RegoPolicy>>,
     /// The audit log.
     pub audit: AuditConfig,
     /// The Prometheus endpoint.
@@ -82,8 +85,9 @@ impl Config {
             source,
         };
         let text = std::fs::read_to_string(path).map_err(read_error)?;
-        let mut config = Self::from_toml(&path.display().to_string(), &text)?;
-        config.resolve_paths(&directory_of(path).map_err(read_error)?);
+        let base = directory_of(path).map_err(read_error)?;
+        let mut config = Self::parse(&path.display().to_string(), &text, Some(&base))?;
+        config.resolve_paths(&base);
         Ok(config)
     }
 
@@ -91,18 +95,26 @@ impl Config {
     /// Paths stay as written: with no file there is no directory for them
     /// to follow, so they are relative to the working directory.
     pub fn from_toml(origin: &str, text: &str) -> Result<Config, ConfigError> {
+        Self::parse(origin, text, None)
+    }
+
+    /// [`Config::from_toml`], with the Rego policy's files relative to `base`.
+    fn parse(origin: &str, text: &str, base: Option<&Path>) -> Result<Config, ConfigError> {
         let file: ConfigFile = toml::from_str(text).map_err(|err| ConfigError::Parse {
             origin: origin.to_owned(),
             message: err.to_string(),
         })?;
         let source = PolicySource::new(origin, text);
         let policy = Policy::compile(&file.policy, &source)?;
+        let rego = rego::load_configured(&file.policy, &source, base)
+            .map_err(crate::policy::PolicyError::from)?;
         let config = Config {
             listen: file.listen,
             upstreams: file.upstream,
             guardian: file.guardian,
             hooks: file.hooks,
             policy: Arc::new(policy),
+            rego: rego.map(Arc::new),
             audit: file.audit,
             metrics: file.metrics,
             limits: file.limits,

@@ -31,7 +31,9 @@ use crate::hooks::decision::Decision;
 use crate::hooks::{GatewayContext, HookRequest, Metadata};
 
 pub use error::RegoError;
-pub use load::RegoSettings;
+pub use files::walk;
+pub use input::document as input_document;
+pub use load::{load_configured, RegoSettings};
 pub use testing::{RegoTest, TestOutcome};
 
 /// The query evaluated when `[policy] query` is not set.

@@ -49,7 +49,7 @@ pub(super) fn is_test_module(path: &Path) -> bool {
 
 /// Every file under `root`, recursively (symbolic links to directories
 /// are not followed, so a link loop cannot hang the load).
-pub(super) fn walk(root: &Path, out: &mut BTreeSet<PathBuf>) -> Result<(), RegoError> {
+pub fn walk(root: &Path, out: &mut BTreeSet<PathBuf>) -> Result<(), RegoError> {
     let read_error = |source| RegoError::Read {
         path: root.to_owned(),
         source,

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use super::files::{self, expand};
 use super::testing;
 use super::{RegoError, RegoPolicy, DEFAULT_QUERY};
-use crate::policy::spec::{PolicySpec, Verdict};
+use crate::policy::spec::{EngineKind, PolicySpec, Verdict};
+use crate::policy::PolicySource;
 
 /// What to load: the `[policy]` keys of `engine = "rego"`, with paths
 /// resolved, or a directory handed to `acs-proxy policy test`.
@@ -107,6 +108,38 @@ impl RegoPolicy {
         check_query(&engine, &settings.query)?;
         Ok(RegoPolicy::new(engine, settings, files, tests))
     }
+}
+
+/// The Rego policy `[policy]` configures, if `engine = "rego"`; `base` is
+/// the config file's directory (`None`: the working directory).
+///
+/// Keys that belong to the other engine are refused rather than ignored:
+/// a rule or a glob that silently does nothing is a misconfiguration.
+pub fn load_configured(
+    spec: &PolicySpec,
+    source: &PolicySource<'_>,
+    base: Option<&Path>,
+) -> Result<Option<RegoPolicy>, RegoError> {
+    if spec.engine == EngineKind::Rules {
+        let misplaced = [
+            ("rego", !spec.rego.is_empty()),
+            ("data", spec.data.is_some()),
+            ("query", spec.query.is_some()),
+        ];
+        return match misplaced.into_iter().find(|(_, set)| *set) {
+            Some((key, _)) => Err(RegoError::RegoKeyWithRules { key }),
+            None => Ok(None),
+        };
+    }
+    if let Some(rule) = spec.rules.first() {
+        return Err(RegoError::RulesWithRego {
+            file: source.name.to_owned(),
+            line: source.line_of(&rule.span()),
+        });
+    }
+    let base = base.unwrap_or(Path::new("."));
+    let policy_id = spec.id.as_deref().unwrap_or(source.name);
+    RegoPolicy::load(&RegoSettings::from_spec(spec, base, policy_id)).map(Some)
 }
 
 /// The files of every glob, in order and without repeats.
