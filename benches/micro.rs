@@ -58,6 +58,7 @@ fn metadata() -> Metadata {
         agent_id: "bench-agent".into(),
         session_id: Uuid::from_u128(0x0123_4567_89ab_4cde_8f01_2345_6789_abcd),
         environment: Some("production".into()),
+        user: None,
     }
 }
 
