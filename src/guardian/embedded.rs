@@ -89,3 +89,6 @@ impl Guardian for EmbeddedGuardian {
         DecisionSource::Embedded
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -282,6 +282,15 @@ mod tests {
     }
 
     #[test]
+    fn a_tools_definition_is_kept_whole() {
+        let echo = json!({"name":"echo","inputSchema":{"type":"object"},
+            "annotations":{"readOnlyHint":true}});
+        let inv = inventory(json!([echo.clone()]));
+        assert_eq!(inv.tool_definition("echo").as_deref(), Some(&echo));
+        assert_eq!(inv.tool_definition("other"), None);
+    }
+
+    #[test]
     fn snapshot_lists_server_and_tools() {
         let inv = inventory(json!([{"name":"echo","description":"Echo"}]));
         let doc = inv.snapshot_payload("agent", "stdio:demo", "2026-01-01T00:00:00.000Z");
