@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::ToolError;
+use super::error::ToolError;
 use crate::guardian::{Decision, Disposition, GuardianError};
 
 /// One fixture file.

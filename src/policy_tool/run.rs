@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::{Fixture, HookFile, ToolError};
+use super::error::ToolError;
+use super::fixture::Fixture;
+use super::hook_file::HookFile;
 use crate::config::Config;
 use crate::guardian::embedded::{Explained, PolicyEngine};
 use crate::policy::rego::{RegoSettings, TestOutcome};

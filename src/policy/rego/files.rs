@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use globset::GlobBuilder;
 
-use super::RegoError;
+use super::error::RegoError;
 
 /// The files `pattern` names under `base`, sorted; an error when none.
 pub(super) fn expand(base: &Path, pattern: &str) -> Result<Vec<PathBuf>, RegoError> {

@@ -10,7 +10,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::RegoError;
+use super::error::RegoError;
 use crate::hooks::{GatewayContext, HookRequest, Metadata};
 
 /// The `input` document as JSON.

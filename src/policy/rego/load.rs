@@ -3,9 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
+use super::error::RegoError;
 use super::files::{self, expand};
+use super::policy::{RegoPolicy, DEFAULT_QUERY};
 use super::testing;
-use super::{RegoError, RegoPolicy, DEFAULT_QUERY};
+use crate::policy::outcome;
 use crate::policy::spec::{EngineKind, PolicySpec, Verdict};
 use crate::policy::PolicySource;
 
@@ -106,7 +108,14 @@ impl RegoPolicy {
         }
         prepare(&mut engine)?;
         check_query(&engine, &settings.query)?;
-        Ok(RegoPolicy::new(engine, settings, files, tests))
+        Ok(RegoPolicy::new(
+            engine,
+            settings.query.clone(),
+            outcome::fallback(settings.default, &settings.policy_id),
+            settings.policy_id.clone(),
+            files,
+            tests,
+        ))
     }
 }
 

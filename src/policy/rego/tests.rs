@@ -5,7 +5,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::*;
-use crate::hooks::{Identity, IdentityDescriptor};
+use crate::hooks::{GatewayContext, HookRequest, Identity, IdentityDescriptor, Metadata};
 use crate::policy::spec::Verdict;
 
 fn policy_in(dir: &Path, files: &[(&str, &str)]) -> Result<RegoPolicy, RegoError> {
