@@ -435,6 +435,46 @@ path = "logs/audit.jsonl"
     }
 
     #[test]
+    fn rego_keys_belong_to_the_rego_engine() {
+        let err = Config::from_toml("t.toml", "[policy]\nrego = [\"p/*.rego\"]\n").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("policy.rego is only used with engine = \"rego\""),
+            "{err}"
+        );
+        let text = "[policy]\nengine = \"rego\"\nrego = [\"p.rego\"]\n\n[[policy.rule]]\nname = \"x\"\ndecision = \"allow\"\n";
+        let err = Config::from_toml("t.toml", text).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("t.toml:5: [[policy.rule]] is not used"),
+            "{err}"
+        );
+        let err = Config::from_toml("t.toml", "[policy]\nengine = \"rego\"\n").unwrap_err();
+        assert!(err.to_string().contains("needs at least one glob"), "{err}");
+    }
+
+    #[test]
+    fn rego_files_follow_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("policies")).unwrap();
+        std::fs::write(
+            dir.path().join("policies/p.rego"),
+            "package acs\ndecision := {\"decision\": \"allow\"}\n",
+        )
+        .unwrap();
+        let file = dir.path().join("proxy.toml");
+        std::fs::write(
+            &file,
+            "[policy]\nengine = \"rego\"\nrego = [\"policies/*.rego\"]\nid = \"mine\"\n",
+        )
+        .unwrap();
+        let config = Config::load(&file).unwrap();
+        let rego = config.rego.expect("a Rego policy");
+        assert_eq!(rego.files(), [dir.path().join("policies/p.rego")]);
+        assert_eq!(rego.policy_id(), "mine");
+    }
+
+    #[test]
     fn sample_config_loads() {
         let config = Config::load(Path::new(concat!(
             env!("CARGO_MANIFEST_DIR"),
