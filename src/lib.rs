@@ -21,7 +21,8 @@
 //! [`jsonrpc`], [`hooks`], [`metrics`]); the [`policy`] language; the
 //! [`audit`] trail; [`config`] and the [`limits`] it sets; the
 //! [`transport`]s; the decision ([`guardian`], [`enforce`]); the [`admin`]
-//! endpoints; per-[`session`] state; the [`relay`]; and the binary on top.
+//! endpoints and the [`policy_tool`]s; per-[`session`] state; the
+//! [`relay`]; and the binary on top.
 //! `layers.toml` writes this order down once, and `tests/layering.rs` fails
 //! on an import from a higher layer or an import cycle between files.
 
@@ -36,6 +37,7 @@ pub mod jsonrpc;
 pub mod limits;
 pub mod metrics;
 pub mod policy;
+pub mod policy_tool;
 pub mod relay;
 pub mod session;
 pub mod transport;

@@ -4,7 +4,8 @@
 //! hash chains; `audit repair` truncates a torn final line after a crash;
 //! `audit export` writes a log as JSONL or OCSF events;
 //! `config check` validates a `proxy.toml` without starting anything;
-//! `pins show|diff|approve` reviews the tool pin file.
+//! `pins show|diff|approve` reviews the tool pin file;
+//! `policy test` and `policy eval` check a policy before it guards anything.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,6 +20,7 @@ use acs_proxy::enforce::integrity::Integrity;
 use acs_proxy::guardian::embedded::EmbeddedGuardian;
 use acs_proxy::guardian::remote::{self, RemoteGuardian};
 use acs_proxy::guardian::Guardian;
+use acs_proxy::policy_tool;
 use acs_proxy::relay::{run_stdio, stop_on_signal, RelaySessions, SessionExit};
 use acs_proxy::transport::http::server::{Server, ServerSettings};
 use clap::{Args, Parser, Subcommand};
@@ -48,6 +50,9 @@ enum Command {
     /// Review and approve the tool pin file (`[integrity] pins`).
     #[command(subcommand)]
     Pins(PinsCommand),
+    /// Test and try out policies.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Exit 0 when `/healthz` answers at ADDRESS (for container health checks).
     Healthcheck {
         /// The `[metrics] address`, e.g. 127.0.0.1:9464.
@@ -93,6 +98,23 @@ enum ConfigCommand {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum PolicyCommand {
+    /// Run the Rego `test_*` rules and the `*.fixture.json` cases under DIR.
+    Test {
+        /// The directory of policies, tests and fixtures.
+        dir: PathBuf,
+    },
+    /// Decide one hook file with a configuration's policy.
+    Eval {
+        /// The configuration whose `[policy]` decides.
+        #[arg(long, short)]
+        config: PathBuf,
+        /// The hook: an ACS request as JSON, optionally with `context`.
+        hook: PathBuf,
+    },
+}
+
 fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
@@ -104,6 +126,8 @@ fn main() -> ExitCode {
         Some(Command::Audit(AuditCommand::Export(args))) => audit::export::run(&args),
         Some(Command::Config(ConfigCommand::Check { file })) => check(&file),
         Some(Command::Pins(command)) => pins::run(&command),
+        Some(Command::Policy(PolicyCommand::Test { dir })) => policy_test(&dir),
+        Some(Command::Policy(PolicyCommand::Eval { config, hook })) => policy_eval(&config, &hook),
         Some(Command::Healthcheck { address }) => match admin::probe(&address) {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {
@@ -299,7 +323,7 @@ async fn serve_network(
 /// background so `/readyz` reflects whether it answers.
 fn guardian(config: &Config, health: &Arc<Health>) -> Result<Arc<dyn Guardian>, String> {
     match config.guardian.mode {
-        GuardianMode::Embedded => Ok(Arc::new(EmbeddedGuardian::new(config.policy.clone()))),
+        GuardianMode::Embedded => Ok(Arc::new(EmbeddedGuardian::from_config(config))),
         GuardianMode::Remote => {
             let remote = Arc::new(remote::from_config(config).map_err(|e| e.to_string())?);
             let interval = Duration::from_millis(config.guardian.ping_interval_ms.max(100));
@@ -354,11 +378,18 @@ fn repair(file: &std::path::Path) -> ExitCode {
 fn check(file: &std::path::Path) -> ExitCode {
     match Config::load(file) {
         Ok(config) => {
+            let policy = match &config.rego {
+                Some(rego) => format!(
+                    "Rego policy: {} module(s), query {}",
+                    rego.files().len(),
+                    rego.query()
+                ),
+                None => format!("{} policy rule(s)", config.policy.rule_count()),
+            };
             println!(
-                "{}: ok ({} upstream(s), {} policy rule(s))",
+                "{}: ok ({} upstream(s), {policy})",
                 file.display(),
                 config.upstreams.len(),
-                config.policy.rule_count()
             );
             // Resolved, so a path that reads differently from where the
             // agent starts the proxy is visible before it fails a run.
@@ -370,6 +401,58 @@ fn check(file: &std::path::Path) -> ExitCode {
         Err(err) => {
             eprintln!("acs-proxy: {err}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// `policy test DIR`: one PASS / FAIL line per test, then the totals;
+/// exits 1 when any failed.
+fn policy_test(dir: &std::path::Path) -> ExitCode {
+    match policy_tool::test_directory(dir) {
+        Ok(report) => {
+            for line in &report.lines {
+                println!("{line}");
+            }
+            println!("{} passed, {} failed", report.passed(), report.failed());
+            if report.failed() == 0 && report.passed() > 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(err) => {
+            eprintln!("acs-proxy: {err}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `policy eval --config F HOOK`: the decision as JSON and what decided
+/// it; exits 1 when the policy could not decide.
+fn policy_eval(config: &std::path::Path, hook: &std::path::Path) -> ExitCode {
+    let explained = match policy_tool::eval(config, hook) {
+        Ok(explained) => explained,
+        Err(err) => {
+            eprintln!("acs-proxy: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    match &explained.result {
+        Ok(decision) => {
+            match serde_json::to_string_pretty(decision) {
+                Ok(json) => println!("{json}"),
+                Err(err) => eprintln!("acs-proxy: {err}"),
+            }
+            println!("decided by: {}", explained.decided_by);
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            println!("decision failure: {err}");
+            println!(
+                "decided by: {} (the failure posture applies)",
+                explained.decided_by
+            );
+            ExitCode::FAILURE
         }
     }
 }

@@ -33,7 +33,7 @@ pub use paths::PathSetting;
 pub use upstream::{UpstreamConfig, UpstreamTransport};
 pub use upstream_oauth::{ClientAuth, UpstreamOAuth};
 
-use crate::policy::{Policy, PolicySource, PolicySpec};
+use crate::policy::{rego, Policy, PolicySource, PolicySpec, RegoPolicy};
 use paths::SectionPaths;
 
 /// The whole configuration, as the rest of the proxy sees it.
@@ -49,6 +49,9 @@ pub struct Config {
     pub hooks: HooksConfig,
     /// The embedded Guardian's compiled rules.
     pub policy: Arc<Policy>,
+    /// The embedded Guardian's Rego policy, when `[policy] engine = "rego"`;
+    /// it then decides instead of the rules.
+    pub rego: Option<Arc<RegoPolicy>>,
     /// The audit log.
     pub audit: AuditConfig,
     /// The Prometheus endpoint.
@@ -92,8 +95,9 @@ impl Config {
             source,
         };
         let text = std::fs::read_to_string(path).map_err(read_error)?;
-        let mut config = Self::from_toml(&path.display().to_string(), &text)?;
-        config.resolve_paths(&directory_of(path).map_err(read_error)?);
+        let base = directory_of(path).map_err(read_error)?;
+        let mut config = Self::parse(&path.display().to_string(), &text, Some(&base))?;
+        config.resolve_paths(&base);
         Ok(config)
     }
 
@@ -101,18 +105,26 @@ impl Config {
     /// Paths stay as written: with no file there is no directory for them
     /// to follow, so they are relative to the working directory.
     pub fn from_toml(origin: &str, text: &str) -> Result<Config, ConfigError> {
+        Self::parse(origin, text, None)
+    }
+
+    /// [`Config::from_toml`], with the Rego policy's files relative to `base`.
+    fn parse(origin: &str, text: &str, base: Option<&Path>) -> Result<Config, ConfigError> {
         let file: ConfigFile = toml::from_str(text).map_err(|err| ConfigError::Parse {
             origin: origin.to_owned(),
             message: err.to_string(),
         })?;
         let source = PolicySource::new(origin, text);
         let policy = Policy::compile(&file.policy, &source)?;
+        let rego = rego::load_configured(&file.policy, &source, base)
+            .map_err(crate::policy::PolicyError::from)?;
         let config = Config {
             listen: file.listen,
             upstreams: file.upstream,
             guardian: file.guardian,
             hooks: file.hooks,
             policy: Arc::new(policy),
+            rego: rego.map(Arc::new),
             audit: file.audit,
             metrics: file.metrics,
             limits: file.limits,
@@ -434,6 +446,46 @@ path = "logs/audit.jsonl"
         let zero = Config::for_command(vec!["./srv".into()]).unwrap();
         assert_eq!(zero.upstreams[0].command, ["./srv"]);
         assert_eq!(zero.audit.path, Path::new("acs-audit.jsonl"));
+    }
+
+    #[test]
+    fn rego_keys_belong_to_the_rego_engine() {
+        let err = Config::from_toml("t.toml", "[policy]\nrego = [\"p/*.rego\"]\n").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("policy.rego is only used with engine = \"rego\""),
+            "{err}"
+        );
+        let text = "[policy]\nengine = \"rego\"\nrego = [\"p.rego\"]\n\n[[policy.rule]]\nname = \"x\"\ndecision = \"allow\"\n";
+        let err = Config::from_toml("t.toml", text).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("t.toml:5: [[policy.rule]] is not used"),
+            "{err}"
+        );
+        let err = Config::from_toml("t.toml", "[policy]\nengine = \"rego\"\n").unwrap_err();
+        assert!(err.to_string().contains("needs at least one glob"), "{err}");
+    }
+
+    #[test]
+    fn rego_files_follow_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("policies")).unwrap();
+        std::fs::write(
+            dir.path().join("policies/p.rego"),
+            "package acs\ndecision := {\"decision\": \"allow\"}\n",
+        )
+        .unwrap();
+        let file = dir.path().join("proxy.toml");
+        std::fs::write(
+            &file,
+            "[policy]\nengine = \"rego\"\nrego = [\"policies/*.rego\"]\nid = \"mine\"\n",
+        )
+        .unwrap();
+        let config = Config::load(&file).unwrap();
+        let rego = config.rego.expect("a Rego policy");
+        assert_eq!(rego.files(), [dir.path().join("policies/p.rego")]);
+        assert_eq!(rego.policy_id(), "mine");
     }
 
     #[test]

@@ -1,25 +1,53 @@
-//! The embedded Guardian: the `[policy]` rules, evaluated in process.
+//! The embedded Guardian: the `[policy]`, evaluated in process.
 //!
-//! It evaluates every method the proxy emits, answers at once, and cannot
-//! fail, so there is no timeout and no failure posture to apply.
+//! It evaluates every method the proxy emits and answers at once, so there
+//! is no timeout. The rules engine cannot fail; a Rego policy can (a
+//! runtime error, its time limit, an answer that is not a valid decision),
+//! and such a failure is resolved by `[guardian] on_decision_failure` like
+//! a remote Guardian's.
+
+mod engine;
+mod rego;
 
 use std::sync::Arc;
 
 use futures_util::future::{self, BoxFuture, FutureExt};
 
-use super::{Decision, DecisionSource, Guardian, GuardianError, Negotiated};
-use crate::hooks::{HookRequest, Metadata};
-use crate::policy::{HookView, Policy};
+use super::{Decision, DecisionSource, FailurePosture, Guardian, GuardianError, Negotiated};
+use crate::config::{Config, PostureSetting};
+use crate::hooks::{GatewayContext, HookRequest, Metadata};
+use crate::policy::Policy;
+
+pub use engine::{Explained, PolicyEngine};
 
 /// A Guardian backed by the compiled `[policy]`.
 pub struct EmbeddedGuardian {
-    policy: Arc<Policy>,
+    engine: Arc<PolicyEngine>,
+    on_decision_failure: FailurePosture,
 }
 
 impl EmbeddedGuardian {
-    /// Wraps a compiled policy.
+    /// Wraps compiled rules.
     pub fn new(policy: Arc<Policy>) -> Self {
-        Self { policy }
+        Self::with_engine(PolicyEngine::Rules(policy), FailurePosture::default())
+    }
+
+    /// Wraps either engine, with the posture for its decision failures.
+    pub fn with_engine(engine: PolicyEngine, on_decision_failure: FailurePosture) -> Self {
+        Self {
+            engine: Arc::new(engine),
+            on_decision_failure,
+        }
+    }
+
+    /// The engine `[policy]` selects, with `[guardian] on_decision_failure`
+    /// (default proceed, as for a remote Guardian).
+    pub fn from_config(config: &Config) -> Self {
+        let posture = match config.guardian.on_decision_failure {
+            Some(PostureSetting::Deny) => FailurePosture::Deny,
+            Some(PostureSetting::Proceed) | None => FailurePosture::Proceed,
+        };
+        Self::with_engine(PolicyEngine::from_config(config), posture)
     }
 }
 
@@ -29,7 +57,11 @@ impl Guardian for EmbeddedGuardian {
         _metadata: &'a Metadata,
         _mcp_version: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Negotiated, GuardianError>> {
-        future::ready(Ok(Negotiated::default())).boxed()
+        let negotiated = Negotiated {
+            on_decision_failure: self.on_decision_failure,
+            ..Negotiated::default()
+        };
+        future::ready(Ok(negotiated)).boxed()
     }
 
     fn decide<'a>(
@@ -37,12 +69,26 @@ impl Guardian for EmbeddedGuardian {
         hook: &'a HookRequest,
         metadata: &'a Metadata,
     ) -> BoxFuture<'a, Result<Decision, GuardianError>> {
-        let view = HookView::new(&hook.method, hook.tool.as_deref(), &hook.payload)
-            .with_user(metadata.user.as_deref());
-        future::ready(Ok(self.policy.evaluate(&view))).boxed()
+        future::ready(self.engine.decide(hook, metadata, None)).boxed()
+    }
+
+    fn wants_context(&self) -> bool {
+        self.engine.reads_context()
+    }
+
+    fn decide_in_context<'a>(
+        &'a self,
+        hook: &'a HookRequest,
+        metadata: &'a Metadata,
+        context: &'a GatewayContext,
+    ) -> BoxFuture<'a, Result<Decision, GuardianError>> {
+        future::ready(self.engine.decide(hook, metadata, Some(context))).boxed()
     }
 
     fn source(&self) -> DecisionSource {
         DecisionSource::Embedded
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -18,7 +18,7 @@ pub use crate::audit::DecisionSource;
 pub use crate::hooks::decision::{self, Decision, Disposition};
 pub use negotiated::{FailurePosture, Negotiated};
 
-use crate::hooks::{HookRequest, Metadata};
+use crate::hooks::{GatewayContext, HookRequest, Metadata};
 use remote::wire::codes;
 
 /// A decision and where it came from.
@@ -58,6 +58,10 @@ pub enum GuardianError {
     /// The answer cannot be bound to the request (wrong `id` or `request_id`).
     #[error("Guardian answer does not match the request: {0}")]
     Binding(String),
+    /// The embedded policy could not evaluate the hook (a Rego runtime
+    /// error or its time limit).
+    #[error("policy evaluation failed: {0}")]
+    Evaluation(String),
 }
 
 impl GuardianError {
@@ -92,6 +96,7 @@ impl GuardianError {
             GuardianError::Refused { .. } => "error_reply",
             GuardianError::Signature(_) => "signature",
             GuardianError::Binding(_) => "binding",
+            GuardianError::Evaluation(_) => "evaluation",
         }
     }
 }
@@ -125,6 +130,23 @@ pub trait Guardian: Send + Sync {
         hook: &'a HookRequest,
         metadata: &'a Metadata,
     ) -> BoxFuture<'a, Result<Decision, GuardianError>>;
+
+    /// Whether this Guardian reads [`GatewayContext`]: the caller gathers
+    /// it (and calls [`Guardian::decide_in_context`]) only then.
+    fn wants_context(&self) -> bool {
+        false
+    }
+
+    /// Decides one hook, knowing the gateway facts that are not on the
+    /// wire. The default ignores them.
+    fn decide_in_context<'a>(
+        &'a self,
+        hook: &'a HookRequest,
+        metadata: &'a Metadata,
+        _context: &'a GatewayContext,
+    ) -> BoxFuture<'a, Result<Decision, GuardianError>> {
+        self.decide(hook, metadata)
+    }
 
     /// Decides several hooks in one exchange (ACS §3 batching): each
     /// independently, in the order given, each answer bound to its own hook.

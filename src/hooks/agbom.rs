@@ -9,6 +9,7 @@
 //! so a Guardian can tell which version it approved.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
@@ -74,6 +75,9 @@ impl ListKind {
 struct Item {
     description: Option<String>,
     digest: String,
+    /// The whole entry, for policies that read a tool's schema or
+    /// annotations (`input.context.tool`).
+    definition: Arc<Value>,
 }
 
 /// Everything known about the upstream server.
@@ -113,6 +117,7 @@ impl Inventory {
                     Item {
                         description,
                         digest,
+                        definition: Arc::new(item.clone()),
                     },
                 ))
             })
@@ -125,6 +130,14 @@ impl Inventory {
         self.lists
             .get(&kind)
             .is_some_and(|items| items.contains_key(key))
+    }
+
+    /// The server's `tools/list` entry for `name`, when it listed one.
+    pub fn tool_definition(&self, name: &str) -> Option<Arc<Value>> {
+        self.lists
+            .get(&ListKind::Tools)?
+            .get(name)
+            .map(|item| item.definition.clone())
     }
 
     /// The items of a list result (`result.tools`, …), if it has them.
@@ -287,6 +300,15 @@ mod tests {
             "serverInfo":{"name":"demo","version":"1.0"},"capabilities":{"tools":{}}}));
         inventory.set_list(ListKind::Tools, tools.as_array().unwrap());
         inventory
+    }
+
+    #[test]
+    fn a_tools_definition_is_kept_whole() {
+        let echo = json!({"name":"echo","inputSchema":{"type":"object"},
+            "annotations":{"readOnlyHint":true}});
+        let inv = inventory(json!([echo.clone()]));
+        assert_eq!(inv.tool_definition("echo").as_deref(), Some(&echo));
+        assert_eq!(inv.tool_definition("other"), None);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 pub mod agbom;
 mod clock;
+mod context;
 pub mod decision;
 mod envelope;
 pub mod identity;
@@ -19,6 +20,7 @@ pub mod mcp;
 pub mod tool_call;
 
 pub use clock::now_rfc3339;
+pub use context::GatewayContext;
 pub use envelope::{HookRequest, Metadata, ACS_VERSION, PLATFORM};
 pub use identity::{Identity, IdentityDescriptor};
 

@@ -44,6 +44,9 @@ pub enum PolicyError {
         /// What is wrong with it.
         problem: LimitProblem,
     },
+    /// The Rego policy (`engine = "rego"`) cannot be loaded.
+    #[error(transparent)]
+    Rego(#[from] super::rego::RegoError),
 }
 
 /// What is wrong with a single rule; wrapped in [`PolicyError::Rule`].

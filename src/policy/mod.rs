@@ -24,6 +24,9 @@
 //!
 //! The engine knows nothing about transports or MCP framing: it sees a
 //! method, an optional tool name, and a JSON payload.
+//!
+//! `[policy] engine = "rego"` replaces the rules with a Rego policy; see
+//! [`rego`].
 
 mod caller;
 mod candidates;
@@ -41,6 +44,7 @@ mod overrides;
 mod pattern;
 mod pointer;
 mod redact;
+pub mod rego;
 mod rule;
 mod source;
 mod spec;
@@ -49,5 +53,8 @@ pub use engine::Policy;
 pub use error::{LimitProblem, PolicyError, RuleProblem};
 pub use hook::HookView;
 pub use limit::RateLimits;
+pub use rego::RegoPolicy;
 pub use source::PolicySource;
-pub use spec::{AskSpec, DeferSpec, MatchSpec, Mode, PolicySpec, RedactSpec, RuleSpec, Verdict};
+pub use spec::{
+    AskSpec, DeferSpec, EngineKind, MatchSpec, Mode, PolicySpec, RedactSpec, RuleSpec, Verdict,
+};

@@ -39,6 +39,20 @@ pub struct PolicySpec {
     /// Rate limits and quotas on calls (`[[policy.limit]]`).
     #[serde(default, rename = "limit")]
     pub limits: Vec<Spanned<LimitSpec>>,
+    /// Which engine decides: the rules above or a Rego policy.
+    #[serde(default)]
+    pub engine: EngineKind,
+    /// `engine = "rego"`: globs of `.rego` files, relative to the config
+    /// file's directory.
+    #[serde(default)]
+    pub rego: Vec<String>,
+    /// `engine = "rego"`: a JSON or YAML document loaded as `data`.
+    #[serde(default)]
+    pub data: Option<std::path::PathBuf>,
+    /// `engine = "rego"`: the rule whose value is the decision (default
+    /// `data.acs.decision`).
+    #[serde(default)]
+    pub query: Option<String>,
 }
 
 /// Whether decisions are applied or only recorded.
@@ -51,6 +65,17 @@ pub enum Mode {
     /// Decisions are evaluated, audited and counted, but the step passes:
     /// a way to try a policy on live traffic before it blocks anything.
     Monitor,
+}
+
+/// `[policy] engine`: which language the embedded Guardian's policy is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// `[[policy.rule]]` entries in the config file.
+    #[default]
+    Rules,
+    /// Rego modules (OPA's language), evaluated by regorus.
+    Rego,
 }
 
 /// Allow or deny: the only outcomes that need no further detail, used for

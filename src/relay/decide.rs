@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::audit::{self, AppendReceipt, AuditError, AuditRecord, Monitored, OnFailure};
 use crate::enforce::Action;
 use crate::guardian::{BatchAnswer, Decision, DecisionSource, FailurePosture, GuardianError};
-use crate::hooks::HookRequest;
+use crate::hooks::{GatewayContext, HookRequest};
 use crate::metrics::{METRICS, POLICY_MONITORED};
 use crate::session::{Direction, Session};
 
@@ -50,7 +50,15 @@ pub async fn decide(
         return Some(count(hook, decided));
     }
     let started = Instant::now();
-    let asked = session.guardian.decide(hook, session.metadata());
+    let context;
+    let asked = if session.guardian.wants_context() {
+        context = gateway_context(session, hook);
+        session
+            .guardian
+            .decide_in_context(hook, session.metadata(), &context)
+    } else {
+        session.guardian.decide(hook, session.metadata())
+    };
     let result = match session.negotiated().timeout_for(&hook.method) {
         Some(limit) => tokio::select! {
             _ = cancel.cancelled() => return None,
@@ -103,7 +111,12 @@ pub async fn decide_batch(
     hooks: &[&HookRequest],
     cancel: &CancellationToken,
 ) -> Prefetch {
-    if hooks.len() < 2 || !hooks.iter().all(|hook| asks_guardian(session, hook)) {
+    // A Guardian that reads the gateway context is in process and answers
+    // at once: there is no round trip for a batch to save.
+    if hooks.len() < 2
+        || session.guardian.wants_context()
+        || !hooks.iter().all(|hook| asks_guardian(session, hook))
+    {
         return Prefetch::Sequential;
     }
     let negotiated = session.negotiated();
@@ -178,6 +191,21 @@ pub fn resolve(session: &Session, hook: &HookRequest, answer: Answer) -> Decided
         elapsed,
     );
     count(hook, decided)
+}
+
+/// The gateway facts about `hook` for a Guardian that reads them: the
+/// session's route and transport, and the server's definition of the tool.
+fn gateway_context(session: &Session, hook: &HookRequest) -> GatewayContext {
+    let tool = hook
+        .tool
+        .as_deref()
+        .and_then(|name| session.learned().inventory.tool_definition(name));
+    GatewayContext {
+        route: session.upstream.clone(),
+        transport: session.transport.to_owned(),
+        client_address: None,
+        tool,
+    }
 }
 
 /// Whether `hook` goes to the Guardian at all.

@@ -24,7 +24,7 @@ mod server_hello;
 mod transport;
 
 pub use client_hello::{client_hello_payload, DEFAULT_PROFILES};
-pub use decision::{parse_decision, Reply};
+pub use decision::{parse_decision, read_decision_object, Reply};
 pub use error::WireError;
 pub use frame::{check_reply_id, AcsError};
 pub use ping::{parse_ping, Pong};

@@ -54,6 +54,16 @@ pub fn parse_decision(
     }
 }
 
+/// Reads a decision object that has no envelope around it (an in-process
+/// policy's answer) with exactly the checks a Guardian's `result` gets,
+/// less the header (`type`, `acs_version`, `request_id`) only a reply has.
+pub fn read_decision_object(value: &Value) -> Result<Decision, WireError> {
+    let object = value
+        .as_object()
+        .ok_or_else(|| invalid("result", "an object"))?;
+    read_decision(object)
+}
+
 /// `result.decision`, which must be one of the five lowercase spellings.
 pub(super) fn disposition(result: &Map<String, Value>) -> Result<Disposition, WireError> {
     let decision = required(result, "decision", "result.decision")?;
