@@ -144,6 +144,62 @@ async fn a_valid_token_opens_a_session_bound_to_its_subject_and_named_in_every_h
         );
         assert_eq!(params["tenant_id"], "acme", "{entry}");
     }
+    let start = entries_of(&entries, "steps/sessionStart")[0];
+    assert_eq!(
+        start["hook_params"]["payload"]["user_identity"],
+        json!({"type": "oauth_subject", "issuer": idp.issuer, "subject": "alice",
+               "client_id": "agent-app", "roles": ["reader", "ops"], "tenant_id": "acme"})
+    );
+}
+
+/// The whole flow with nothing minted by hand: a client asks the
+/// authorization server's token endpoint for a token for this resource
+/// (client credentials, RFC 8707 `resource`-style `aud`), then runs a
+/// session with it; every request after the first reuses the token.
+#[tokio::test]
+async fn a_token_from_the_token_endpoint_runs_a_session() {
+    let scratch = Scratch::new();
+    let mut idp = AuthorizationServer::start(0);
+    let (proxy, port) = demo_proxy(&scratch, &idp, "");
+    idp.set_endpoint_claims(json!({"sub": "ci-agent", "roles": ["reader"]}));
+    let audience = format!("http://127.0.0.1:{port}/mcp");
+    let form = form_urlencoded::Serializer::new(String::new())
+        .append_pair("grant_type", "client_credentials")
+        .append_pair("scope", SCOPE)
+        .append_pair("aud", &audience)
+        .finish();
+    let answer: Value = client(None)
+        .post(idp.token_url())
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form)
+        .send()
+        .await
+        .expect("token request")
+        .text()
+        .await
+        .map(|text| serde_json::from_str(&text).expect("a JSON token answer"))
+        .expect("token answer");
+    let token = answer["access_token"].as_str().expect("an access token");
+    let mut mcp =
+        McpHttp::new(client(None), proxy.url("/mcp")).header("authorization", &bearer(token));
+    mcp.initialize("2025-06-18", json!({})).await;
+    for id in 2..5 {
+        let (reply, _) = mcp
+            .request(&tool_call(id, "echo", json!({"text": "via the endpoint"})))
+            .await;
+        assert_eq!(
+            reply["result"]["content"][0]["text"], "via the endpoint",
+            "{reply}"
+        );
+    }
+    drop(proxy);
+    let entries = scratch.audit_entries();
+    let calls = entries_of(&entries, "steps/toolCallRequest");
+    assert_eq!(calls.len(), 3);
+    for call in calls {
+        assert_eq!(call["user_id"], "ci-agent", "{call}");
+        assert_eq!(call["authentication_method"], "oauth2", "{call}");
+    }
 }
 
 #[tokio::test]
@@ -429,4 +485,27 @@ async fn the_agents_token_never_reaches_the_upstream() {
             );
         }
     }
+}
+
+/// A token remembered from an earlier request is still refused once it
+/// expires: the memory of accepted tokens never outlives `exp`.
+#[tokio::test]
+async fn a_remembered_token_is_refused_once_it_expires() {
+    let scratch = Scratch::new();
+    let mut idp = AuthorizationServer::start(0);
+    let (proxy, port) = demo_proxy(&scratch, &idp, "leeway_s = 0");
+    let url = proxy.url("/mcp");
+    let token = idp.token_expiring(claims(port, "alice"), Some("k1"), 2);
+    let mut mcp = McpHttp::new(client(None), url).header("authorization", &bearer(&token));
+    mcp.initialize("2025-06-18", json!({})).await;
+    let (reply, _) = mcp
+        .request(&tool_call(2, "echo", json!({"text": "in time"})))
+        .await;
+    assert_eq!(reply["result"]["content"][0]["text"], "in time", "{reply}");
+    tokio::time::sleep(std::time::Duration::from_millis(3200)).await;
+    let response = mcp
+        .post(&tool_call(3, "echo", json!({"text": "late"})))
+        .await;
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    assert!(challenge(&response).contains("error=\"invalid_token\""));
 }

@@ -10,7 +10,9 @@
 //!   `required_scopes` gets 403 `error="insufficient_scope"` (`metadata`).
 //! - Public-key algorithms only (RS/PS/ES/EdDSA); `alg: none` does not
 //!   parse and HMAC is never accepted (`crypto`).
-//! - Keys are cached and reloaded as `jwks` describes.
+//! - Keys are cached and reloaded as `jwks` describes; a token that
+//!   validated is remembered until it expires, so the requests after a
+//!   session's first skip the signature check (`accepted`).
 //! - The token's `sub` (with `iss`) names the caller, and sessions are
 //!   bound to it; roles, tenant and client come from the claims (`claims`).
 //!
@@ -18,6 +20,7 @@
 //! upstream requests carry only the headers the upstream is configured
 //! with.
 
+mod accepted;
 mod claims;
 mod crypto;
 mod jwks;
@@ -34,6 +37,7 @@ use jsonwebtoken::{Algorithm, Validation};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use self::accepted::Accepted;
 use self::claims::{caller, Caller, ClaimPaths};
 use self::jwks::{Jwks, KeySet};
 pub(crate) use self::metadata::WELL_KNOWN;
@@ -109,7 +113,11 @@ pub struct OAuth {
     validations: HashMap<Algorithm, Validation>,
     paths: ClaimPaths,
     required_scopes: Vec<String>,
+    /// Clock skew tolerated on `exp`, also how long past it a remembered
+    /// token stays accepted.
+    leeway_s: u64,
     jwks: Jwks,
+    accepted: Accepted,
     metadata: Metadata,
     /// How often the keys are reloaded while some are held.
     refresh_interval: Duration,
@@ -132,6 +140,8 @@ impl OAuth {
             validations,
             paths: ClaimPaths::new(&config.roles_claim, &config.tenant_claim),
             required_scopes: config.required_scopes.clone(),
+            leeway_s: config.leeway_s,
+            accepted: Accepted::default(),
             jwks: Jwks::new(config).map_err(|err| format!("listen.oauth: {err}"))?,
             metadata: Metadata::new(config)?,
             refresh_interval: Duration::from_secs(config.jwks_refresh_interval_s),
@@ -140,8 +150,21 @@ impl OAuth {
     }
 
     /// The caller `token` authenticates, with the required scopes checked.
-    /// Waits on the network only for a `kid` the cache lacks.
+    /// Waits on the network only for a `kid` the cache lacks; a token seen
+    /// before under the same keys costs a digest and a lookup.
     pub async fn authenticate(&self, token: &str) -> Result<Identity, OAuthError> {
+        let keys = self.jwks.current();
+        if let Some(caller) = self.accepted.get(token, &keys) {
+            self.check_scopes(&caller)?;
+            return Ok(caller.identity);
+        }
+        self.authenticate_afresh(token).await
+    }
+
+    /// [`OAuth::authenticate`] without the memory of accepted tokens: the
+    /// whole check, signature included (what a session's first request
+    /// costs; public for the benchmark).
+    pub async fn authenticate_afresh(&self, token: &str) -> Result<Identity, OAuthError> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| OAuthError::Malformed)?;
         if !self.validations.contains_key(&header.alg) {
             return Err(OAuthError::Algorithm);
@@ -151,11 +174,17 @@ impl OAuth {
         if !keys.knows(kid) {
             keys = self.jwks.for_unknown_kid(kid).await;
         }
-        let caller = self
-            .validate(token, header.alg, kid, &keys)
-            .inspect_err(|err| {
-                tracing::debug!(%err, kid, alg = ?header.alg, "access token refused");
-            })?;
+        let (caller, expires) =
+            self.validate(token, header.alg, kid, &keys)
+                .inspect_err(|err| {
+                    tracing::debug!(%err, kid, alg = ?header.alg, "access token refused");
+                })?;
+        self.accepted.insert(
+            token,
+            keys,
+            caller.clone(),
+            expires.saturating_add(self.leeway_s),
+        );
         self.check_scopes(&caller)?;
         Ok(caller.identity)
     }
@@ -165,14 +194,15 @@ impl OAuth {
         self.jwks.load().await.map_err(|err| err.to_string())
     }
 
-    /// Checks `token` against the cached keys only.
+    /// Checks `token` against the cached keys only; the caller and the
+    /// token's `exp` (Unix seconds).
     fn validate(
         &self,
         token: &str,
         algorithm: Algorithm,
         kid: Option<&str>,
         keys: &KeySet,
-    ) -> Result<Caller, OAuthError> {
+    ) -> Result<(Caller, u64), OAuthError> {
         let validation = self
             .validations
             .get(&algorithm)
@@ -181,8 +211,11 @@ impl OAuth {
         for key in keys.candidates(kid, algorithm) {
             match jsonwebtoken::decode::<Value>(token, &key.decoding, validation) {
                 Ok(data) => {
-                    return caller(&data.claims, &self.issuer, &self.paths)
-                        .ok_or(OAuthError::NoSubject)
+                    // `exp` is a required claim, checked by `decode`.
+                    let expires = data.claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
+                    let caller = caller(&data.claims, &self.issuer, &self.paths)
+                        .ok_or(OAuthError::NoSubject)?;
+                    return Ok((caller, expires));
                 }
                 Err(err) => refusal = refused(err.kind()),
             }
