@@ -455,3 +455,63 @@ fn pins_diff_and_approve_round_trip() {
     assert!(from_audit.status.success(), "{}", stdout(&from_audit));
     scratch.assert_audit_verifies();
 }
+
+/// `hide_denied_tools`: a tool the rules deny this caller outright (by
+/// tool and role) is not in the list the agent gets, and calling it anyway
+/// is still denied by the policy; another caller sees and calls it; a tool
+/// the rules only deny for some arguments stays listed.
+#[test]
+fn tools_the_policy_denies_the_caller_are_not_listed() {
+    const POLICY: &str = r#"
+[integrity]
+hide_denied_tools = true
+
+[[policy.rule]]
+name = "viewers-keep-out-of-the-environment"
+tool = "get-env"
+role = "viewer"
+decision = "deny"
+reasoning = "viewers may not read the server environment"
+
+[[policy.rule]]
+name = "no-shouting"
+tool = "echo"
+match = { pointer = "/arguments/text", regex = "^[A-Z ]+$" }
+decision = "deny"
+reasoning = "no shouting"
+"#;
+    let listed_for = |roles: &str| {
+        let scratch = Scratch::new();
+        let config = config(
+            &scratch,
+            &[],
+            &format!("[hooks]\nuser_id = \"bob\"\nroles = [{roles}]\n{POLICY}"),
+        );
+        let mut proxy = Proxy::start(&config);
+        proxy.initialize(json!({}));
+        let listed: Vec<String> = names(&list_tools(&mut proxy, 1))
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        proxy.send(&tool_call(2, "get-env", json!({})));
+        let reply = proxy.response(&json!(2));
+        assert!(proxy.finish().success());
+        scratch.assert_audit_verifies();
+        (listed, reply, calls_to(&scratch, "get-env"))
+    };
+
+    let (listed, reply, calls) = listed_for("\"viewer\"");
+    assert!(!listed.iter().any(|name| name == "get-env"), "{listed:?}");
+    assert!(listed.iter().any(|name| name == "echo"), "{listed:?}");
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    let text = reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("viewers may not read"), "{text}");
+    assert_eq!(calls, 0);
+
+    let (listed, reply, calls) = listed_for("\"admin\"");
+    assert!(listed.iter().any(|name| name == "get-env"), "{listed:?}");
+    assert!(reply["result"]["isError"] != true, "{reply}");
+    assert_eq!(calls, 1);
+}

@@ -91,6 +91,11 @@ pub struct IntegrityConfig {
     /// `inputSchema`, before the Guardian or the server sees it.
     #[serde(default)]
     pub validate_arguments: bool,
+    /// Take out of `tools/list` the tools the embedded rules deny this
+    /// session's caller outright (whatever the arguments), so the model is
+    /// not offered what it cannot use; calls to them are still denied.
+    #[serde(default)]
+    pub hide_denied_tools: bool,
     /// Descriptions longer than this (in characters) are flagged.
     #[serde(default = "default_max_description_chars")]
     pub max_description_chars: usize,
@@ -106,6 +111,7 @@ impl Default for IntegrityConfig {
             pins: default_pins(),
             trust_on_first_use: true,
             validate_arguments: false,
+            hide_denied_tools: false,
             max_description_chars: default_max_description_chars(),
             rules: Vec::new(),
         }
@@ -115,7 +121,7 @@ impl Default for IntegrityConfig {
 impl IntegrityConfig {
     /// Whether anything of this section runs at all.
     pub fn is_active(&self) -> bool {
-        self.mode != IntegrityMode::Off || self.validate_arguments
+        self.mode != IntegrityMode::Off || self.validate_arguments || self.hide_denied_tools
     }
 
     /// Every configured rule must compile; the error names the rule.

@@ -8,7 +8,7 @@ use super::index::HookIndex;
 use super::limit::RateLimits;
 use super::rule::Rule;
 use super::spec::Mode;
-use crate::hooks::decision::Decision;
+use crate::hooks::decision::{Decision, Disposition};
 
 /// A compiled `[policy]`: rules in order, an index over them, and the
 /// decision for when none matches.
@@ -79,6 +79,20 @@ impl Policy {
     /// session that holds this policy.
     pub fn limits(&self) -> &RateLimits {
         &self.limits
+    }
+
+    /// The rules whose hook pattern fits `hook`, in file order.
+    pub(crate) fn candidate_rules<'p>(&'p self, hook: &HookView<'_>) -> Vec<&'p Rule> {
+        let mut glob_hits = Vec::new();
+        self.index
+            .candidates(hook, &mut glob_hits)
+            .filter_map(|position| self.rules.get(position))
+            .collect()
+    }
+
+    /// What the policy decides when no rule applies.
+    pub(crate) fn default_disposition(&self) -> Disposition {
+        self.default.decision
     }
 
     /// How many rules the policy holds.

@@ -37,6 +37,7 @@ mod error;
 mod hook;
 mod index;
 pub mod limit;
+mod listing;
 mod modify;
 mod monitor;
 mod outcome;

@@ -54,6 +54,17 @@ impl Outcome {
         self.modify.as_ref().is_none_or(|m| m.applies(hook.payload))
     }
 
+    /// Whether the outcome applies to every hook (only a rewrite can
+    /// decline).
+    pub(crate) fn is_unconditional(&self) -> bool {
+        self.modify.is_none()
+    }
+
+    /// What the outcome decides.
+    pub(crate) fn disposition(&self) -> Disposition {
+        self.template.decision
+    }
+
     /// The decision for a hook this outcome applies to.
     pub(crate) fn decide(&self, hook: &HookView<'_>) -> Decision {
         let mut decision = self.template.clone();

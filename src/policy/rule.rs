@@ -7,7 +7,7 @@ use super::hook::HookView;
 use super::outcome::Outcome;
 use super::pattern::NamePattern;
 use super::spec::{Mode, RuleSpec};
-use crate::guardian::decision::Decision;
+use crate::hooks::decision::{Decision, Disposition};
 
 /// A `[[policy.rule]]` ready to evaluate.
 ///
@@ -76,6 +76,27 @@ impl Rule {
                 .as_ref()
                 .is_none_or(|c| c.holds(hook.payload, lookups))
             && self.outcome.applies(hook)
+    }
+
+    /// Whether the rule selects `hook` by tool and caller alone (its
+    /// payload condition, if any, not looked at).
+    pub(crate) fn selects(&self, hook: &HookView<'_>) -> bool {
+        self.tool_matches(hook.tool)
+            && self
+                .caller
+                .as_ref()
+                .is_none_or(|caller| caller.matches(hook.user))
+    }
+
+    /// Whether the rule fires on every hook it selects: no `match`, and
+    /// not a rewrite that may find nothing to do.
+    pub(crate) fn is_unconditional(&self) -> bool {
+        self.condition.is_none() && self.outcome.is_unconditional()
+    }
+
+    /// What the rule decides.
+    pub(crate) fn disposition(&self) -> Disposition {
+        self.outcome.disposition()
     }
 
     /// Whether the rule is applied or only monitored.

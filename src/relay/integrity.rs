@@ -13,7 +13,7 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 
 use super::decide::{self, MessageContext};
-use crate::config::IntegrityMode;
+use crate::config::{GuardianMode, IntegrityMode, ToolsCallHooks};
 use crate::enforce::integrity::hide::hide_items;
 use crate::enforce::integrity::{pins, Event, EventKind, Integrity, Section};
 use crate::enforce::reply::{self, Denial};
@@ -57,13 +57,48 @@ pub async fn screen_list(
         return;
     };
     let complete = result.get("nextCursor").is_none_or(Value::is_null);
-    let hidden = screen_items(session, section, &items, complete, context).await;
+    let mut hidden = screen_items(session, section, &items, complete, context).await;
+    if section == Section::Tools && session.config.integrity.hide_denied_tools {
+        hidden.extend(denied_by_policy(session, &items));
+    }
     if hidden.is_empty() {
         return;
     }
     if let Some(result) = doc.value_mut().get_mut("result") {
         hide_items(result, section, &hidden);
         doc.mark_rewritten();
+    }
+}
+
+/// The tools the embedded rules deny this session's caller outright, at
+/// every hook a `tools/call` goes through. Only the rules engine can be
+/// read this way: a Rego policy or a remote Guardian decides per call.
+fn denied_by_policy(session: &Session, items: &[Value]) -> HashSet<String> {
+    let config = &session.config;
+    if config.guardian.mode != GuardianMode::Embedded || config.rego.is_some() {
+        return HashSet::new();
+    }
+    let methods = tools_call_methods(config.hooks.tools_call);
+    let user = session.identity.as_deref();
+    items
+        .iter()
+        .filter_map(|item| item.get("name").and_then(Value::as_str))
+        .filter(|tool| {
+            methods
+                .iter()
+                .any(|method| config.policy.denies_outright(method, tool, user))
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The hooks a `tools/call` is decided at.
+fn tools_call_methods(hooks: ToolsCallHooks) -> Vec<String> {
+    let wrapped = crate::hooks::mcp::wrapped_method("tools/call");
+    match hooks {
+        ToolsCallHooks::Steps => vec![crate::hooks::TOOL_CALL_REQUEST.to_owned()],
+        ToolsCallHooks::Wrapped => vec![wrapped],
+        ToolsCallHooks::Both => vec![crate::hooks::TOOL_CALL_REQUEST.to_owned(), wrapped],
     }
 }
 
