@@ -515,3 +515,38 @@ reasoning = "no shouting"
     assert!(reply["result"]["isError"] != true, "{reply}");
     assert_eq!(calls, 1);
 }
+
+/// The review reaches a network upstream the way a session does: `pins
+/// approve` and `pins diff` against server-everything over Streamable HTTP.
+#[test]
+fn pins_review_a_network_upstream() {
+    let everything = support::pairs::EverythingServer::start("streamableHttp");
+    let scratch = Scratch::new();
+    let config = scratch.path("proxy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[upstream]]\nname = \"everything\"\nurl = {:?}\n\n[audit]\npath = {:?}\n\n[integrity]\nmode = \"observe\"\ntrust_on_first_use = false\n",
+            everything.url,
+            scratch.audit_log().display().to_string(),
+        ),
+    )
+    .unwrap();
+    let before = pins(&config, &["diff"]);
+    assert_eq!(before.status.code(), Some(1), "{before:?}");
+    assert!(
+        stdout(&before).contains("tool echo: not pinned"),
+        "{}",
+        stdout(&before)
+    );
+    let approved = pins(&config, &["approve"]);
+    assert!(approved.status.success(), "{approved:?}");
+    let clean = pins(&config, &["diff"]);
+    assert!(clean.status.success(), "{}", stdout(&clean));
+    let shown = pins(&config, &["show", "--tool", "echo"]);
+    assert!(
+        stdout(&shown).contains("tool echo sha256 "),
+        "{}",
+        stdout(&shown)
+    );
+}

@@ -1,26 +1,33 @@
 //! Reading an upstream's current definitions for a review (`acs-proxy pins
-//! diff|approve`): spawn the configured server, `initialize`, and read
-//! each list it declares, every page.
+//! diff|approve`): connect to the configured server the way a session
+//! would (spawned over stdio, or over Streamable HTTP, SSE or WebSocket),
+//! `initialize`, and read each list it declares, every page.
 //!
-//! A review is a short, one-off command, so this is plain blocking I/O on
-//! the child's pipes rather than the relay's transports.
+//! A review is a short, one-off command: it runs on a runtime of its own
+//! and talks to one server at a time.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use bytes::Bytes;
+use futures_util::StreamExt;
 use serde_json::{json, Value};
+use tokio::time::Instant;
 
 use super::error::IntegrityError;
 use super::section::Section;
 use crate::config::UpstreamConfig;
+use crate::transport::line::LineFrame;
+use crate::transport::upstream::{self, Upstream};
 
 /// How long the whole read may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pages of one list read at most.
 const MAX_PAGES: usize = 64;
+/// The longest message read from the server.
+const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Messages queued towards the server.
+const QUEUE: usize = 16;
 
 /// An upstream's definitions, by section.
 pub type Definitions = BTreeMap<Section, Vec<Value>>;
@@ -31,76 +38,57 @@ pub fn fetch(upstream: &UpstreamConfig) -> Result<Definitions, IntegrityError> {
         upstream: upstream.name.clone(),
         message,
     };
-    let Some((program, args)) = upstream.command.split_first() else {
-        return Err(failed(
-            "only spawned (command) upstreams can be read; use --from-audit".into(),
-        ));
-    };
-    let mut command = Command::new(program);
-    command
-        .args(args)
-        .envs(&upstream.env)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    if let Some(cwd) = &upstream.cwd {
-        command.current_dir(cwd);
-    }
-    let mut child = command
-        .spawn()
-        .map_err(|err| failed(format!("cannot spawn {program:?}: {err}")))?;
-    let read = Conversation::start(&mut child).and_then(|mut talk| talk.read_all());
-    let _ = child.kill();
-    let _ = child.wait();
-    read.map_err(failed)
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| failed(format!("cannot start a runtime: {err}")))?;
+    runtime.block_on(async {
+        let connection = upstream::connect(upstream, MAX_MESSAGE_BYTES, QUEUE)
+            .await
+            .map_err(|err| failed(format!("cannot reach the server: {err}")))?;
+        let mut talk = Conversation::new(connection);
+        let read = talk.read_all().await;
+        talk.close().await;
+        read.map_err(failed)
+    })
 }
 
-/// Requests and answers over the child's pipes.
+/// Requests and answers over one upstream connection.
 struct Conversation {
-    stdin: ChildStdin,
-    lines: Receiver<String>,
+    upstream: Upstream,
     deadline: Instant,
     next_id: u64,
 }
 
 impl Conversation {
-    fn start(child: &mut Child) -> Result<Conversation, String> {
-        let stdin = child.stdin.take().ok_or("the server has no stdin")?;
-        let stdout = child.stdout.take().ok_or("the server has no stdout")?;
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Ok(Conversation {
-            stdin,
-            lines,
+    fn new(upstream: Upstream) -> Self {
+        Self {
+            upstream,
             deadline: Instant::now() + FETCH_TIMEOUT,
             next_id: 0,
-        })
+        }
     }
 
-    fn read_all(&mut self) -> Result<Definitions, String> {
-        let initialized = self.request(
-            "initialize",
-            json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": { "name": "acs-proxy pins", "version": env!("CARGO_PKG_VERSION") },
-            }),
-        )?;
-        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+    async fn read_all(&mut self) -> Result<Definitions, String> {
+        let initialized = self
+            .request(
+                "initialize",
+                json!({
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": { "name": "acs-proxy pins", "version": env!("CARGO_PKG_VERSION") },
+                }),
+            )
+            .await?;
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await?;
         let capabilities = &initialized["capabilities"];
         let mut definitions = Definitions::new();
         for section in Section::ALL {
             if capabilities.get(section.capability()).is_none() {
                 continue;
             }
-            match self.list(section) {
+            match self.list(section).await {
                 Ok(items) => {
                     definitions.insert(section, items);
                 }
@@ -112,7 +100,7 @@ impl Conversation {
         Ok(definitions)
     }
 
-    fn list(&mut self, section: Section) -> Result<Vec<Value>, String> {
+    async fn list(&mut self, section: Section) -> Result<Vec<Value>, String> {
         let mut items = Vec::new();
         let mut cursor: Option<Value> = None;
         for _ in 0..MAX_PAGES {
@@ -120,7 +108,7 @@ impl Conversation {
                 Some(cursor) => json!({ "cursor": cursor }),
                 None => json!({}),
             };
-            let result = self.request(section.list_method(), params)?;
+            let result = self.request(section.list_method(), params).await?;
             items.extend(section.items(&result).cloned().unwrap_or_default());
             cursor = result.get("nextCursor").filter(|c| !c.is_null()).cloned();
             if cursor.is_none() {
@@ -132,20 +120,25 @@ impl Conversation {
 
     /// Sends a request and waits for its result, skipping anything else
     /// the server says meanwhile.
-    fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
+    async fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
         self.next_id += 1;
-        let id = self.next_id;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+        let id = json!(self.next_id);
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await?;
         loop {
-            let left = self.deadline.saturating_duration_since(Instant::now());
-            let line = self
-                .lines
-                .recv_timeout(left)
+            let frame = tokio::time::timeout_at(self.deadline, self.upstream.frames.next())
+                .await
                 .map_err(|_| format!("no answer to {method}"))?;
-            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+            let line = match frame {
+                Some(Ok(LineFrame::Line(line))) => line,
+                Some(Ok(LineFrame::TooLong)) => continue,
+                Some(Err(err)) => return Err(format!("reading the answer to {method}: {err}")),
+                None => return Err(format!("the server went away before answering {method}")),
+            };
+            let Ok(message) = serde_json::from_slice::<Value>(&line) else {
                 continue;
             };
-            if message.get("id") != Some(&json!(id)) || message.get("method").is_some() {
+            if message.get("id") != Some(&id) || message.get("method").is_some() {
                 continue;
             }
             if let Some(error) = message.get("error") {
@@ -155,12 +148,18 @@ impl Conversation {
         }
     }
 
-    fn send(&mut self, message: &Value) -> Result<(), String> {
-        let mut line = message.to_string();
-        line.push('\n');
-        self.stdin
-            .write_all(line.as_bytes())
-            .and_then(|()| self.stdin.flush())
-            .map_err(|err| format!("cannot write to the server: {err}"))
+    async fn send(&mut self, message: &Value) -> Result<(), String> {
+        self.upstream
+            .writer
+            .send(Bytes::from(message.to_string()))
+            .await
+            .map_err(|_| "the server stopped taking messages".to_owned())
+    }
+
+    /// Ends the conversation as a session would: input closed, then the
+    /// server shut down in order.
+    async fn close(mut self) {
+        self.upstream.writer.close();
+        let _ = self.upstream.control.shutdown().await;
     }
 }
