@@ -325,6 +325,15 @@ async fn missing_and_hostile_tokens_get_401_and_a_missing_scope_403() {
         "a token was logged"
     );
     assert!(!log.contains(&signature), "a signature was logged");
+    drop(proxy);
+    let audit = std::fs::read_to_string(scratch.audit_log()).unwrap_or_default();
+    assert!(
+        audit.contains("invalid_token") || audit.contains("401"),
+        "refusals are audited"
+    );
+    for secret in [&valid, &unscoped, &signature] {
+        assert!(!audit.contains(secret.as_str()), "a token in the audit log");
+    }
 }
 
 #[tokio::test]
