@@ -17,7 +17,7 @@ use acs_proxy::audit::{self, AuditLog, AuditSettings, OnFailure};
 use acs_proxy::config::{Config, GuardianMode, ListenTransport};
 use acs_proxy::enforce::integrity::review::{self as pins, PinsCommand};
 use acs_proxy::enforce::integrity::Integrity;
-use acs_proxy::guardian::embedded::EmbeddedGuardian;
+use acs_proxy::guardian::embedded::{reload, EmbeddedGuardian};
 use acs_proxy::guardian::remote::{self, RemoteGuardian};
 use acs_proxy::guardian::Guardian;
 use acs_proxy::policy_tool;
@@ -323,7 +323,17 @@ async fn serve_network(
 /// background so `/readyz` reflects whether it answers.
 fn guardian(config: &Config, health: &Arc<Health>) -> Result<Arc<dyn Guardian>, String> {
     match config.guardian.mode {
-        GuardianMode::Embedded => Ok(Arc::new(EmbeddedGuardian::from_config(config))),
+        GuardianMode::Embedded => {
+            let embedded = Arc::new(EmbeddedGuardian::from_config(config));
+            if let Some(path) = &config.source {
+                tokio::spawn(reload::watch(
+                    embedded.clone(),
+                    path.clone(),
+                    CancellationToken::new(),
+                ));
+            }
+            Ok(embedded)
+        }
         GuardianMode::Remote => {
             let remote = Arc::new(remote::from_config(config).map_err(|e| e.to_string())?);
             let interval = Duration::from_millis(config.guardian.ping_interval_ms.max(100));

@@ -257,6 +257,17 @@ impl Metrics {
         counter_vec(&self.registry, name, help, labels)
     }
 
+    /// Registers a gauge family defined beside what it measures (see
+    /// [`crate::guardian::embedded::reload`]).
+    pub fn register_gauge_vec(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+        let gauges = IntGaugeVec::new(Opts::new(name, help), labels)
+            .unwrap_or_else(|err| panic!("metric {name} is malformed: {err}"));
+        self.registry
+            .register(Box::new(gauges.clone()))
+            .unwrap_or_else(|err| panic!("metric {name} registered twice: {err}"));
+        gauges
+    }
+
     /// Counts one integrity event; `kind` is one of a fixed set of names.
     pub fn integrity_event(&self, kind: &'static str) {
         self.integrity_events_total.with_label_values(&[kind]).inc();

@@ -60,6 +60,9 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// Pinned tool definitions, the poisoning scan and argument checks.
     pub integrity: IntegrityConfig,
+    /// The file this configuration was read from, when it was: the embedded
+    /// policy is reloaded from it.
+    pub source: Option<PathBuf>,
 }
 
 /// The file as written; converted into [`Config`] by [`Config::from_toml`].
@@ -98,6 +101,7 @@ impl Config {
         let base = directory_of(path).map_err(read_error)?;
         let mut config = Self::parse(&path.display().to_string(), &text, Some(&base))?;
         config.resolve_paths(&base);
+        config.source = Some(path.to_owned());
         Ok(config)
     }
 
@@ -129,6 +133,7 @@ impl Config {
             metrics: file.metrics,
             limits: file.limits,
             integrity: file.integrity,
+            source: None,
         };
         config.validate(origin)?;
         Ok(config)

@@ -8,8 +8,9 @@
 
 mod engine;
 mod rego;
+pub mod reload;
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use futures_util::future::{self, BoxFuture, FutureExt};
 
@@ -22,7 +23,9 @@ pub use engine::{Explained, PolicyEngine};
 
 /// A Guardian backed by the compiled `[policy]`.
 pub struct EmbeddedGuardian {
-    engine: Arc<PolicyEngine>,
+    /// The policy in force; a reload replaces the `Arc`, and a hook keeps
+    /// the one it started with.
+    engine: RwLock<Arc<PolicyEngine>>,
     on_decision_failure: FailurePosture,
 }
 
@@ -35,9 +38,22 @@ impl EmbeddedGuardian {
     /// Wraps either engine, with the posture for its decision failures.
     pub fn with_engine(engine: PolicyEngine, on_decision_failure: FailurePosture) -> Self {
         Self {
-            engine: Arc::new(engine),
+            engine: RwLock::new(Arc::new(engine)),
             on_decision_failure,
         }
+    }
+
+    /// The policy in force now.
+    pub fn engine(&self) -> Arc<PolicyEngine> {
+        self.engine
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Puts `engine` in force for every hook decided from now on.
+    pub fn replace(&self, engine: PolicyEngine) {
+        *self.engine.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(engine);
     }
 
     /// The engine `[policy]` selects, with `[guardian] on_decision_failure`
@@ -69,11 +85,11 @@ impl Guardian for EmbeddedGuardian {
         hook: &'a HookRequest,
         metadata: &'a Metadata,
     ) -> BoxFuture<'a, Result<Decision, GuardianError>> {
-        future::ready(self.engine.decide(hook, metadata, None)).boxed()
+        future::ready(self.engine().decide(hook, metadata, None)).boxed()
     }
 
     fn wants_context(&self) -> bool {
-        self.engine.reads_context()
+        self.engine().reads_context()
     }
 
     fn decide_in_context<'a>(
@@ -82,7 +98,7 @@ impl Guardian for EmbeddedGuardian {
         metadata: &'a Metadata,
         context: &'a GatewayContext,
     ) -> BoxFuture<'a, Result<Decision, GuardianError>> {
-        future::ready(self.engine.decide(hook, metadata, Some(context))).boxed()
+        future::ready(self.engine().decide(hook, metadata, Some(context))).boxed()
     }
 
     fn source(&self) -> DecisionSource {
