@@ -75,4 +75,13 @@ fn a_changed_policy_applies_mid_session_and_a_broken_one_is_refused() {
     }
     assert!(proxy.finish().success());
     scratch.assert_audit_verifies();
+
+    // Every decision names the version of the policy that made it.
+    let entries = scratch.audit_entries();
+    let digests: std::collections::BTreeSet<&str> = entries
+        .iter()
+        .filter(|entry| entry["decision_source"] == "embedded")
+        .map(|entry| entry["policy_digest"].as_str().expect("a policy digest"))
+        .collect();
+    assert_eq!(digests.len(), 3, "one per policy in force: {digests:?}");
 }

@@ -131,6 +131,7 @@ fn write_content<S: Sink>(sink: &mut S, entry: &ContextEntry) -> Result<(), JcsE
         limit,
         enforced,
         monitored,
+        policy_digest,
         direction,
         mcp_method,
         mcp_id,
@@ -164,6 +165,7 @@ fn write_content<S: Sink>(sink: &mut S, entry: &ContextEntry) -> Result<(), JcsE
         object.key("monitored");
         write_monitored(object.sink, monitored);
     }
+    object.str("policy_digest", policy_digest.as_deref());
     object.strings("reason_codes", reason_codes);
     object.str("reasoning", reasoning.as_deref());
     object.str("request_hash", request_hash.as_deref());
@@ -390,6 +392,7 @@ mod tests {
             .reason_codes(vec!["policy_violation".into(), "custom\t".into()])
             .rule("redact-ssn")
             .limit("per-user \"calls\"")
+            .policy_digest("0123456789abcdef")
             .monitored(Monitored {
                 decision: "deny".into(),
                 rule: Some("trial".into()),

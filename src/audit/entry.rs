@@ -70,6 +70,10 @@ pub struct ContextEntry {
     /// What the monitored rule or policy would have decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitored: Option<Monitored>,
+    /// The digest of the embedded policy that decided (its files' SHA-256,
+    /// first 16 hex digits): which version of the policy made the decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_digest: Option<String>,
     /// Which way the MCP message was travelling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<Direction>,
@@ -136,6 +140,7 @@ mod tests {
             limit: None,
             enforced: None,
             monitored: None,
+            policy_digest: None,
             direction: None,
             mcp_method: None,
             mcp_id: None,

@@ -55,6 +55,7 @@ impl AuditRecord {
                 limit: None,
                 enforced: None,
                 monitored: None,
+                policy_digest: None,
                 direction: None,
                 mcp_method: None,
                 mcp_id: None,
@@ -111,6 +112,12 @@ impl AuditRecord {
     /// Names the `[[policy.limit]]` that refused the call.
     pub fn limit(mut self, limit: impl Into<String>) -> Self {
         self.entry.limit = Some(limit.into());
+        self
+    }
+
+    /// Names the version of the embedded policy that decided.
+    pub fn policy_digest(mut self, digest: impl Into<String>) -> Self {
+        self.entry.policy_digest = Some(digest.into());
         self
     }
 

@@ -25,8 +25,14 @@ pub use engine::{Explained, PolicyEngine};
 pub struct EmbeddedGuardian {
     /// The policy in force; a reload replaces the `Arc`, and a hook keeps
     /// the one it started with.
-    engine: RwLock<Arc<PolicyEngine>>,
+    in_force: RwLock<Arc<InForce>>,
     on_decision_failure: FailurePosture,
+}
+
+/// A policy and the digest of the files it was built from.
+struct InForce {
+    engine: Arc<PolicyEngine>,
+    digest: Option<Arc<str>>,
 }
 
 impl EmbeddedGuardian {
@@ -37,23 +43,56 @@ impl EmbeddedGuardian {
 
     /// Wraps either engine, with the posture for its decision failures.
     pub fn with_engine(engine: PolicyEngine, on_decision_failure: FailurePosture) -> Self {
+        Self::built(engine, None, on_decision_failure)
+    }
+
+    fn built(
+        engine: PolicyEngine,
+        digest: Option<String>,
+        on_decision_failure: FailurePosture,
+    ) -> Self {
         Self {
-            engine: RwLock::new(Arc::new(engine)),
+            in_force: RwLock::new(Arc::new(InForce {
+                engine: Arc::new(engine),
+                digest: digest.map(Arc::from),
+            })),
             on_decision_failure,
         }
     }
 
     /// The policy in force now.
     pub fn engine(&self) -> Arc<PolicyEngine> {
-        self.engine
+        self.in_force().engine.clone()
+    }
+
+    /// Puts `engine`, built from files with `digest`, in force for every
+    /// hook decided from now on.
+    pub fn replace(&self, engine: PolicyEngine, digest: Option<String>) {
+        let in_force = InForce {
+            engine: Arc::new(engine),
+            digest: digest.map(Arc::from),
+        };
+        *self.in_force.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(in_force);
+    }
+
+    fn in_force(&self) -> Arc<InForce> {
+        self.in_force
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
 
-    /// Puts `engine` in force for every hook decided from now on.
-    pub fn replace(&self, engine: PolicyEngine) {
-        *self.engine.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(engine);
+    /// Decides with the policy in force, naming its version.
+    fn decide_now(
+        &self,
+        hook: &HookRequest,
+        metadata: &Metadata,
+        context: Option<&GatewayContext>,
+    ) -> Result<Decision, GuardianError> {
+        let in_force = self.in_force();
+        let mut decision = in_force.engine.decide(hook, metadata, context)?;
+        decision.policy_digest = in_force.digest.clone();
+        Ok(decision)
     }
 
     /// The engine `[policy]` selects, with `[guardian] on_decision_failure`
@@ -63,7 +102,12 @@ impl EmbeddedGuardian {
             Some(PostureSetting::Deny) => FailurePosture::Deny,
             Some(PostureSetting::Proceed) | None => FailurePosture::Proceed,
         };
-        Self::with_engine(PolicyEngine::from_config(config), posture)
+        let engine = PolicyEngine::from_config(config);
+        let digest = config
+            .source
+            .as_deref()
+            .map(|path| reload::digest(&reload::files(path, &engine)));
+        Self::built(engine, digest, posture)
     }
 }
 
@@ -85,7 +129,7 @@ impl Guardian for EmbeddedGuardian {
         hook: &'a HookRequest,
         metadata: &'a Metadata,
     ) -> BoxFuture<'a, Result<Decision, GuardianError>> {
-        future::ready(self.engine().decide(hook, metadata, None)).boxed()
+        future::ready(self.decide_now(hook, metadata, None)).boxed()
     }
 
     fn wants_context(&self) -> bool {
@@ -98,7 +142,7 @@ impl Guardian for EmbeddedGuardian {
         metadata: &'a Metadata,
         context: &'a GatewayContext,
     ) -> BoxFuture<'a, Result<Decision, GuardianError>> {
-        future::ready(self.engine().decide(hook, metadata, Some(context))).boxed()
+        future::ready(self.decide_now(hook, metadata, Some(context))).boxed()
     }
 
     fn source(&self) -> DecisionSource {

@@ -4,6 +4,8 @@
 //! enforcement, and by the audit log, so they mirror the wire exactly:
 //! dispositions are lowercase, optional members are omitted when empty.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -70,6 +72,10 @@ pub struct Decision {
     /// relay records it whatever engine produced it.
     #[serde(skip)]
     pub monitored: Option<Box<Decision>>,
+    /// Which version of the embedded policy decided (the digest of its
+    /// files), for the audit entry. Not an ACS member either.
+    #[serde(skip)]
+    pub policy_digest: Option<Arc<str>>,
 }
 
 impl Decision {
@@ -97,6 +103,7 @@ impl Decision {
             defer_details: None,
             chain_hash: None,
             monitored: None,
+            policy_digest: None,
         }
     }
 

@@ -339,6 +339,9 @@ pub async fn record_hook(
     if let Some(would_be) = &decision.monitored {
         record = record.monitored(Monitored::of(would_be));
     }
+    if let Some(digest) = &decision.policy_digest {
+        record = record.policy_digest(&**digest);
+    }
     if session.config.audit.record_content {
         record = record.hook_params(hook.params(session.metadata()));
     }

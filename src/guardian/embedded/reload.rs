@@ -89,7 +89,7 @@ pub fn reload(guardian: &EmbeddedGuardian, config_path: &Path) -> bool {
         Ok(config) => {
             let engine = PolicyEngine::from_config(&config);
             let after = digest(&files(config_path, &engine));
-            guardian.replace(engine);
+            guardian.replace(engine, Some(after.clone()));
             POLICY_RELOADS.with_label_values(&["ok"]).inc();
             publish_digest(Some(&before), &after);
             tracing::info!(digest = %after, "reloaded the policy");
@@ -105,7 +105,7 @@ pub fn reload(guardian: &EmbeddedGuardian, config_path: &Path) -> bool {
 
 /// The files a policy was built from: the config file and, for Rego, its
 /// modules.
-fn files(config_path: &Path, engine: &PolicyEngine) -> Vec<PathBuf> {
+pub fn files(config_path: &Path, engine: &PolicyEngine) -> Vec<PathBuf> {
     let mut files = vec![config_path.to_owned()];
     if let PolicyEngine::Rego { policy, .. } = engine {
         files.extend(policy.files().iter().cloned());
