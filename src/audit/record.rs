@@ -67,6 +67,7 @@ impl AuditRecord {
                 user_id: None,
                 authentication_method: None,
                 tenant_id: None,
+                upstream: None,
                 previous_hash: None,
                 entry_hash: String::new(),
             },
@@ -183,6 +184,12 @@ impl AuditRecord {
         self.entry.authentication_method =
             Some(caller.descriptor.authentication_method().to_owned());
         self.entry.tenant_id = caller.tenant.clone();
+        self
+    }
+
+    /// Names the upstream of a virtual server the entry is about.
+    pub(crate) fn upstream(mut self, upstream: &str) -> Self {
+        self.entry.upstream = Some(upstream.to_owned());
         self
     }
 
