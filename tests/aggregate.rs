@@ -439,6 +439,14 @@ fn an_upstream_killed_mid_call_loses_its_tools_and_the_others_keep_serving() {
     assert_eq!(gone["error"]["code"], -32011, "{gone:#}");
     assert!(proxy.finish().success());
     scratch.assert_audit_verifies();
+    // The Guardian was told the upstream's components are gone.
+    let entries = scratch.audit_entries();
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["step_type"] == "agbom/changed" && e["upstream"] == "demo"),
+        "no agbom/changed for the dead upstream"
+    );
 }
 
 #[test]
@@ -503,3 +511,50 @@ fn without_a_conflict_never_keeps_the_servers_names() {
     assert!(slow["result"].is_object(), "{slow:#}");
     assert!(proxy.finish().success());
 }
+
+#[test]
+fn upstreams_that_fail_or_hang_at_start_are_left_out() {
+    let scratch = Scratch::new();
+    let demo = vec![support::demo_server_bin().display().to_string()];
+    let text = format!(
+        "{}{}{}[[aggregate]]\nname = \"all\"\nupstreams = [\"broken\", \"silent\", \"demo\"]\nstartup_timeout_ms = 1500\n\n\
+         [audit]\npath = {:?}\n",
+        upstream("broken", &["sh".into(), "-c".into(), "exit 3".into()]),
+        upstream("silent", &["sleep".into(), SILENT_SECONDS.into()]),
+        upstream("demo", &demo),
+        scratch.audit_log().display().to_string(),
+    );
+    let config = scratch.path("proxy.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut proxy = Proxy::start(&config);
+    let init = proxy.initialize(json!({}));
+    assert!(
+        init["result"]["capabilities"]["tools"].is_object(),
+        "{init:#}"
+    );
+    proxy.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let listed = proxy.response(&json!(2)).to_string();
+    assert!(listed.contains("demo__echo"), "{listed}");
+    assert!(
+        !listed.contains("silent__") && !listed.contains("broken__"),
+        "{listed}"
+    );
+    proxy.send(&support::tool_call(
+        3,
+        "demo__echo",
+        json!({"text": "alone"}),
+    ));
+    assert!(proxy.response(&json!(3)).to_string().contains("alone"));
+    proxy.send(&support::tool_call(4, "silent__anything", json!({})));
+    assert_eq!(proxy.response(&json!(4))["error"]["code"], -32011);
+    assert!(proxy.finish().success());
+    // The server that missed its start-up deadline was shut down, not left behind.
+    let left = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| std::fs::read(entry.ok()?.path().join("cmdline")).ok())
+        .any(|cmdline| String::from_utf8_lossy(&cmdline).contains(SILENT_SECONDS));
+    assert!(!left, "the silent upstream outlived the session");
+}
+
+/// How long the silent upstream sleeps: odd enough to find it by.
+const SILENT_SECONDS: &str = "31.4159";

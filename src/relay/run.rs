@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::decide::{self, MessageContext};
-use super::{lifecycle, pump};
+use super::{inventory, lifecycle, pump};
 use crate::audit::AuditLog;
 use crate::config::{Config, UpstreamConfig};
 use crate::enforce::Action;
@@ -117,6 +117,9 @@ pub async fn run_session(
             let exit = upstream.control.wait().await;
             METRICS.upstream_exited(&session.upstream);
             fail_pending(&session, &exit).await;
+            if session.virtual_route.is_some() {
+                inventory::withdraw(&session).await;
+            }
             client_pump.abort();
             SessionExit::ServerExited(exit)
         }

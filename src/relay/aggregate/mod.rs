@@ -31,13 +31,14 @@ pub mod probe;
 mod router;
 mod upstream_events;
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
 use futures_util::future::join_all;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 pub use context::AggregateContext;
@@ -69,7 +70,8 @@ pub async fn run(
         upstream_headers: std::mem::take(&mut downstream.upstream_headers),
     };
     let (events, mut leg_events) = mpsc::channel(context.config.limits.max_in_flight.max(1));
-    let opened = open_legs(&context, &agent, &initialize, &events, &stop).await;
+    let closing = Mutex::new(Vec::new());
+    let opened = open_legs(&context, &agent, &initialize, &events, &stop, &closing).await;
     drop(events);
     let id = initialize["id"].clone();
     let started: Vec<Initialized<'_>> = opened
@@ -92,6 +94,7 @@ pub async fn run(
         )
         .await;
         client.close();
+        finish_closing(closing).await;
         return SessionExit::ServerExited(UpstreamExit::Closed(reason));
     }
     let result = merge::initialize_result(&context.aggregate.name, &started);
@@ -110,7 +113,16 @@ pub async fn run(
     let exit = serve(&router, &mut downstream, &mut leg_events, &stop).await;
     join_all(router.legs.iter().flatten().map(|leg| leg.close())).await;
     client.close();
+    finish_closing(closing).await;
     exit
+}
+
+/// Waits until the legs that failed to start have shut their servers down.
+async fn finish_closing(closing: Mutex<Vec<JoinHandle<()>>>) {
+    let closing = closing
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    join_all(closing).await;
 }
 
 /// Waits for the agent's `initialize`; what comes before it is answered
@@ -154,8 +166,9 @@ async fn open_legs(
     initialize: &Value,
     events: &mpsc::Sender<LegEvent>,
     stop: &CancellationToken,
+    closing: &Mutex<Vec<JoinHandle<()>>>,
 ) -> Vec<(Option<Arc<Leg>>, Value)> {
-    let limit = Duration::from_millis(context.aggregate.startup_timeout_ms);
+    let deadline = Instant::now() + Duration::from_millis(context.aggregate.startup_timeout_ms);
     let opens = context
         .aggregate
         .upstreams
@@ -163,19 +176,19 @@ async fn open_legs(
         .enumerate()
         .map(|(index, name)| async move {
             let config = context.config.upstreams.iter().find(|u| &u.name == name)?;
-            let opened = tokio::time::timeout(
-                limit,
-                open_leg(index, config, context, agent, initialize, events, stop),
-            )
-            .await;
-            match opened {
-                Ok(Ok(opened)) => Some(opened),
-                Ok(Err(reason)) => {
+            let opening = LegOpening {
+                index,
+                context,
+                agent,
+                events,
+                stop,
+                deadline,
+                closing,
+            };
+            match open_leg(opening, config, initialize).await {
+                Ok(opened) => Some(opened),
+                Err(reason) => {
                     tracing::warn!(upstream = %name, %reason, "an upstream of a virtual server did not start");
-                    None
-                }
-                Err(_) => {
-                    tracing::warn!(upstream = %name, "an upstream of a virtual server did not start in time");
                     None
                 }
             }
@@ -190,43 +203,65 @@ async fn open_legs(
         .collect()
 }
 
-async fn open_leg(
+/// What opening one leg needs besides its upstream.
+struct LegOpening<'a> {
     index: usize,
+    context: &'a AggregateContext,
+    agent: &'a AgentSide,
+    events: &'a mpsc::Sender<LegEvent>,
+    stop: &'a CancellationToken,
+    /// When the upstream must have answered `initialize`.
+    deadline: Instant,
+    /// Where the closing of a leg that failed is kept, to be awaited.
+    closing: &'a Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// Connects one upstream and initializes it before the deadline; a leg
+/// that misses it is closed (its server shut down), not left running.
+async fn open_leg(
+    opening: LegOpening<'_>,
     config: &crate::config::UpstreamConfig,
-    context: &AggregateContext,
-    agent: &AgentSide,
     initialize: &Value,
-    events: &mpsc::Sender<LegEvent>,
-    stop: &CancellationToken,
 ) -> Result<(Arc<Leg>, Value), String> {
-    let leg = Leg::open(
-        index,
-        config.clone(),
-        context,
-        agent,
-        events.clone(),
-        stop.child_token(),
+    let late = || "it did not start in time".to_owned();
+    let leg = tokio::time::timeout_at(
+        opening.deadline,
+        Leg::open(
+            opening.index,
+            config.clone(),
+            opening.context,
+            opening.agent,
+            opening.events.clone(),
+            opening.stop.child_token(),
+        ),
     )
-    .await?;
-    let answer = leg
-        .request("initialize", initialize.get("params").cloned())
-        .await
-        .map_err(|err| err.to_string());
-    let reply = match answer {
-        Ok(answer) => answer
+    .await
+    .map_err(|_| late())??;
+    let answered = async {
+        let answer = leg
+            .request("initialize", initialize.get("params").cloned())
             .await
-            .map_err(|_| "it ended during initialize".to_owned()),
-        Err(err) => Err(err),
+            .map_err(|err| err.to_string())?;
+        answer
+            .await
+            .map_err(|_| "it ended during initialize".to_owned())
     };
+    let reply = tokio::time::timeout_at(opening.deadline, answered)
+        .await
+        .unwrap_or_else(|_| Err(late()));
     match reply {
         Ok(reply) if reply.get("result").is_some() => Ok((leg, reply["result"].clone())),
-        Ok(reply) => {
-            tokio::spawn(async move { leg.close().await });
-            Err(format!("initialize was refused: {}", reply["error"]))
-        }
-        Err(err) => {
-            tokio::spawn(async move { leg.close().await });
-            Err(err)
+        failed => {
+            let closed = tokio::spawn(async move { leg.close().await });
+            opening
+                .closing
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(closed);
+            Err(match failed {
+                Ok(reply) => format!("initialize was refused: {}", reply["error"]),
+                Err(reason) => reason,
+            })
         }
     }
 }
