@@ -367,6 +367,12 @@ impl Session {
         self
     }
 
+    /// The name the agent of a virtual server calls the server's `tool` by.
+    pub fn tool_called_as(&self, tool: Option<&str>) -> Option<Arc<str>> {
+        let route = self.virtual_route.as_deref()?;
+        route.called_as(tool?).map(Arc::from)
+    }
+
     /// Binds the session to the caller the downstream side authenticated.
     pub fn with_identity(mut self, identity: Option<Arc<Identity>>) -> Self {
         self.identity = identity;

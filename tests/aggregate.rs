@@ -92,6 +92,13 @@ hook = "steps/toolCallRequest"
 tool = "write_file"
 decision = "deny"
 reasoning = "the filesystem is read-only for agents"
+
+[[policy.rule]]
+name = "demo-env-private"
+hook = "steps/toolCallRequest"
+tool = "demo__get-env"
+decision = "deny"
+reasoning = "the demo server's environment stays private"
 "#;
     let config = aggregate_config(
         &scratch,
@@ -145,6 +152,12 @@ reasoning = "the filesystem is read-only for agents"
         "--call",
         "everything__echo",
         r#"{"message": "from everything"}"#,
+        "--call",
+        "demo__get-env",
+        "{}",
+        "--call",
+        "everything__get-env",
+        "{}",
     ]);
     let context = || {
         format!(
@@ -258,6 +271,17 @@ reasoning = "the filesystem is read-only for agents"
         "{}",
         context()
     );
+
+    // A rule naming the agent's name selects one upstream's tool only.
+    let demo_env = call(&report, "demo__get-env");
+    assert_eq!(demo_env["result"]["isError"], true, "{}", context());
+    assert!(
+        demo_env["result"].to_string().contains("stays private"),
+        "{}",
+        context()
+    );
+    let everything_env = call(&report, "everything__get-env");
+    assert_ne!(everything_env["result"]["isError"], true, "{}", context());
 
     // Each upstream has its own audit chain, whose every entry names it.
     let entries = scratch.audit_entries();

@@ -200,16 +200,13 @@ fn gateway_context(session: &Session, hook: &HookRequest) -> GatewayContext {
         .tool
         .as_deref()
         .and_then(|name| session.learned().inventory.tool_definition(name));
-    let virtual_route = session.virtual_route.as_deref();
     GatewayContext {
         route: session.upstream.clone(),
         transport: session.transport.to_owned(),
         client_address: None,
         tool,
-        aggregate: virtual_route.map(|route| route.aggregate.clone()),
-        called_as: virtual_route
-            .zip(hook.tool.as_deref())
-            .and_then(|(route, name)| route.called_as(name)),
+        aggregate: session.virtual_route.as_ref().map(|r| r.aggregate.clone()),
+        called_as: hook.called_as.as_deref().map(str::to_owned),
     }
 }
 
