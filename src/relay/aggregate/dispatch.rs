@@ -50,7 +50,9 @@ pub(super) async fn client_request(router: &Arc<Router>, message: Value) {
 
 /// `tools/call` and `prompts/get`: to the owner of the name, which is
 /// given the name its server knows. A name not listed yet (under a
-/// mode that does not always prefix) is looked up by listing first.
+/// mode that does not always prefix) is looked up by listing first; a
+/// name still unknown goes to the one upstream that has tools (or
+/// prompts) when there is one, so it answers as it would alone.
 async fn route_named(router: &Arc<Router>, kind: Kind, mut message: Value) {
     let name = message["params"]["name"]
         .as_str()
@@ -64,12 +66,14 @@ async fn route_named(router: &Arc<Router>, kind: Kind, mut message: Value) {
             tokio::spawn(async move {
                 listing::refresh(&router, kind).await;
                 let found = lock(&router.book).resolve(kind, &name);
-                match found {
-                    Some(target) => {
+                match (found, router.only_leg_with(kind.capability())) {
+                    (Some(target), _) => {
                         message["params"]["name"] = Value::from(target.original);
                         router.forward(target.leg, message).await;
                     }
-                    None => router.unknown_name(kind, &message, &name).await,
+                    // One server answers for its own names, listed or not.
+                    (None, Some(leg)) => router.forward(leg, message).await,
+                    (None, None) => router.unknown_name(kind, &message, &name).await,
                 }
             });
             return;

@@ -17,6 +17,16 @@ pub(super) enum Kind {
     Prompt,
 }
 
+impl Kind {
+    /// The `initialize` capability of servers that offer this kind.
+    pub(super) fn capability(self) -> &'static str {
+        match self {
+            Kind::Tool => "tools",
+            Kind::Prompt => "prompts",
+        }
+    }
+}
+
 /// Where an item the agent names really is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Target {

@@ -106,7 +106,7 @@ impl Router {
     }
 
     /// The one live leg with `capability`, when there is exactly one.
-    fn only_leg_with(&self, capability: &str) -> Option<usize> {
+    pub(super) fn only_leg_with(&self, capability: &str) -> Option<usize> {
         let mut with = self
             .live_legs()
             .filter(|leg| self.capabilities[leg.index].get(capability).is_some());
