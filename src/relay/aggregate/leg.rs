@@ -75,7 +75,7 @@ impl Leg {
         mut upstream_config: UpstreamConfig,
         context: &AggregateContext,
         agent: &AgentSide,
-        events: mpsc::Sender<LegEvent>,
+        events: mpsc::UnboundedSender<LegEvent>,
         stop: CancellationToken,
     ) -> Result<Arc<Leg>, String> {
         upstream_config
@@ -194,7 +194,11 @@ fn frames_of(
 
 /// Reads what the leg's relay sends towards the agent: answers to the
 /// router's requests go to their waiters, the rest to the router.
-async fn read_leg(leg: Arc<Leg>, mut from_leg: FrameReceiver, events: mpsc::Sender<LegEvent>) {
+async fn read_leg(
+    leg: Arc<Leg>,
+    mut from_leg: FrameReceiver,
+    events: mpsc::UnboundedSender<LegEvent>,
+) {
     while let Some(frame) = from_leg.recv().await {
         let Ok(message) = serde_json::from_slice::<Value>(&frame) else {
             tracing::warn!(upstream = %leg.name, "an upstream's relay sent a frame that is not JSON");
@@ -204,18 +208,14 @@ async fn read_leg(leg: Arc<Leg>, mut from_leg: FrameReceiver, events: mpsc::Send
             let _ = waiter.send(message);
             continue;
         }
-        if events
-            .send(LegEvent::Message(leg.index, message))
-            .await
-            .is_err()
-        {
+        if events.send(LegEvent::Message(leg.index, message)).is_err() {
             break;
         }
     }
     leg.gone.cancel();
     // Dropping the waiters fails every request still in flight.
     lock(&leg.pending).clear();
-    let _ = events.send(LegEvent::Closed(leg.index)).await;
+    let _ = events.send(LegEvent::Closed(leg.index));
 }
 
 /// The router task waiting for `message`, when it is a response to one.

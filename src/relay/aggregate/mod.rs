@@ -69,7 +69,10 @@ pub async fn run(
         identity: downstream.identity.clone(),
         upstream_headers: std::mem::take(&mut downstream.upstream_headers),
     };
-    let (events, mut leg_events) = mpsc::channel(context.config.limits.max_in_flight.max(1));
+    // Unbounded on purpose: the router may wait on a leg's input while that
+    // leg's relay waits to hand the router an event; a bounded queue here
+    // could close that circle. The legs' own limits bound their requests.
+    let (events, mut leg_events) = mpsc::unbounded_channel();
     let closing = Mutex::new(Vec::new());
     let opened = open_legs(&context, &agent, &initialize, &events, &stop, &closing).await;
     drop(events);
@@ -164,7 +167,7 @@ async fn open_legs(
     context: &AggregateContext,
     agent: &AgentSide,
     initialize: &Value,
-    events: &mpsc::Sender<LegEvent>,
+    events: &mpsc::UnboundedSender<LegEvent>,
     stop: &CancellationToken,
     closing: &Mutex<Vec<JoinHandle<()>>>,
 ) -> Vec<(Option<Arc<Leg>>, Value)> {
@@ -208,7 +211,7 @@ struct LegOpening<'a> {
     index: usize,
     context: &'a AggregateContext,
     agent: &'a AgentSide,
-    events: &'a mpsc::Sender<LegEvent>,
+    events: &'a mpsc::UnboundedSender<LegEvent>,
     stop: &'a CancellationToken,
     /// When the upstream must have answered `initialize`.
     deadline: Instant,
@@ -271,7 +274,7 @@ async fn open_leg(
 async fn serve(
     router: &Arc<Router>,
     downstream: &mut Downstream,
-    leg_events: &mut mpsc::Receiver<LegEvent>,
+    leg_events: &mut mpsc::UnboundedReceiver<LegEvent>,
     stop: &CancellationToken,
 ) -> SessionExit {
     let mut legs_open = true;
