@@ -582,3 +582,23 @@ fn upstreams_that_fail_or_hang_at_start_are_left_out() {
 
 /// How long the silent upstream sleeps: odd enough to find it by.
 const SILENT_SECONDS: &str = "31.4159";
+
+#[test]
+fn with_no_upstream_started_initialize_is_refused() {
+    let scratch = Scratch::new();
+    let text = format!(
+        "{}[[aggregate]]\nname = \"all\"\nupstreams = [\"broken\"]\n\n[audit]\npath = {:?}\n",
+        upstream("broken", &["sh".into(), "-c".into(), "exit 3".into()]),
+        scratch.audit_log().display().to_string(),
+    );
+    let config = scratch.path("proxy.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut proxy = Proxy::start(&config);
+    let refused = proxy.initialize(json!({}));
+    assert_eq!(refused["error"]["code"], -32011, "{refused:#}");
+    assert!(
+        refused.to_string().contains("virtual server"),
+        "{refused:#}"
+    );
+    assert_eq!(proxy.wait().code(), Some(3));
+}

@@ -50,6 +50,7 @@ use crate::jsonrpc::codes;
 use crate::relay::SessionExit;
 use crate::transport::downstream::Downstream;
 use crate::transport::upstream::UpstreamExit;
+use crate::transport::writer::FrameWriter;
 use crate::transport::LineFrame;
 
 /// Runs one agent session of a virtual server until the agent closes or
@@ -87,18 +88,9 @@ pub async fn run(
         })
         .collect();
     if started.is_empty() {
-        let reason = format!(
-            "no upstream of the virtual server {:?} could be started",
-            context.aggregate.name
-        );
-        router::send(
-            &client,
-            &router::error(&id, codes::UPSTREAM_UNAVAILABLE, &reason),
-        )
-        .await;
-        client.close();
+        let exit = refuse_start(&client, &id, &context.aggregate.name).await;
         finish_closing(closing).await;
-        return SessionExit::ServerExited(UpstreamExit::Closed(reason));
+        return exit;
     }
     let result = merge::initialize_result(&context.aggregate.name, &started);
     let capabilities = opened
@@ -120,6 +112,16 @@ pub async fn run(
     exit
 }
 
+/// No upstream started: the agent's `initialize` is answered -32011 and
+/// the session ends.
+async fn refuse_start(client: &FrameWriter, id: &Value, aggregate: &str) -> SessionExit {
+    let reason = format!("no upstream of the virtual server {aggregate:?} could be started");
+    let refusal = router::error(id, codes::UPSTREAM_UNAVAILABLE, &reason);
+    router::send(client, &refusal).await;
+    client.close();
+    SessionExit::ServerExited(UpstreamExit::Closed(reason))
+}
+
 /// Waits until the legs that failed to start have shut their servers down.
 async fn finish_closing(closing: Mutex<Vec<JoinHandle<()>>>) {
     let closing = closing
@@ -132,7 +134,7 @@ async fn finish_closing(closing: Mutex<Vec<JoinHandle<()>>>) {
 /// with an error (a `ping` with an empty result).
 async fn await_initialize(
     downstream: &mut Downstream,
-    client: &crate::transport::writer::FrameWriter,
+    client: &FrameWriter,
     stop: &CancellationToken,
 ) -> Option<Value> {
     loop {
