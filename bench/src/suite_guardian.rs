@@ -22,7 +22,7 @@ use crate::report::RunResult;
 use crate::service::Service;
 use crate::setup::Decider;
 use crate::stats::median;
-use crate::suite_stdio::run_one;
+use crate::suite_stdio::{run_one, Front};
 
 /// What acs-proxy may add beyond the Guardian's service time, at p50.
 const TARGET_ADDED_BEYOND_GUARDIAN_US: f64 = 60.0;
@@ -52,10 +52,10 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
     for round in 0..args.rounds {
         for turn in 0..PATHS.len() {
             let path = (turn + round) % PATHS.len();
-            let decider = match path {
-                0 => None,
-                1 => Some(Decider::Embedded { rules: args.rules }),
-                _ => Some(Decider::Remote {
+            let front = match path {
+                0 => Front::Nothing,
+                1 => Front::Proxy(Decider::Embedded { rules: args.rules }),
+                _ => Front::Proxy(Decider::Remote {
                     url: url.clone(),
                     secret_file: secret_file.clone(),
                 }),
@@ -69,7 +69,7 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
                 args,
                 context,
                 server,
-                decider,
+                front,
                 &tag,
                 round == 0,
                 &phases,
