@@ -2,7 +2,6 @@
 //! acs-proxy in front of it (proxied) and speaks MCP over stdin/stdout.
 //! Direct and proxied runs alternate, their order flipping every round.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use crate::context::{absolute, BenchArgs, Context};
 use crate::procfs::Tree;
 use crate::report::{PhaseResult, Report, RunResult, Scenario};
 use crate::setup::{Decider, Listen, ProxySetup, Server, Upstream};
-use crate::timed_guardian::fetch_stats;
+use crate::timed_guardian::{fetch_stats, StatsAt};
 
 /// Runs the suite and returns its report section.
 pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
@@ -102,7 +101,7 @@ pub fn run_one(
     tag: &str,
     verify: bool,
     phases: &[(String, usize, usize)],
-    guardian: Option<SocketAddr>,
+    guardian: Option<StatsAt>,
 ) -> Result<RunResult, String> {
     let (proxy, work) = (&context.proxy, &context.work);
     let proxied = matches!(front, Front::Proxy(_));
@@ -146,6 +145,8 @@ pub fn run_one(
     .map_err(|e| fail(format!("cannot start {command:?}: {e}")))?;
     peer.initialize().map_err(&fail)?;
     peer.run_phase(args.warmup, 1).map_err(&fail)?;
+    // A Guardian the proxy spawned has written its address by now.
+    let guardian = guardian.map(|at| at.resolve()).transpose().map_err(&fail)?;
     // The server behind the proxy is running by now.
     let tree = Tree::of(peer.pid());
     let mut results = Vec::new();
