@@ -114,6 +114,7 @@ fn case(user: &str, tool: &str) -> Case {
             tool: Some(Arc::new(
                 json!({"name": tool, "annotations": {"readOnlyHint": true}}),
             )),
+            ..GatewayContext::default()
         },
     }
 }

@@ -240,6 +240,9 @@ async fn serve(config: Arc<Config>) -> Result<ExitCode, String> {
         // A malformed pin file fails the start, not the first list.
         Integrity::shared(&config.integrity).map_err(|e| e.to_string())?;
     }
+    acs_proxy::relay::aggregate::probe::check(&config)
+        .await
+        .map_err(|e| e.to_string())?;
     let guardian = guardian(&config, &health)?;
     if config.listen.transport != ListenTransport::Stdio {
         return serve_network(config, guardian, audit, health).await;

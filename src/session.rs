@@ -23,7 +23,7 @@ use crate::enforce::integrity::SessionView;
 use crate::guardian::Decided;
 use crate::guardian::{Guardian, Negotiated};
 use crate::hooks::agbom::{Inventory, ListKind};
-use crate::hooks::{HookRequest, Identity, Metadata};
+use crate::hooks::{HookRequest, Identity, Metadata, VirtualRoute};
 use crate::jsonrpc::RequestId;
 use crate::limits::{LimitExceeded, RequestBudget};
 use crate::policy::limit::Admitted;
@@ -311,6 +311,8 @@ pub struct Session {
     pub writers: Writers,
     /// Deferred steps held now.
     pub deferrals: DeferralBudget,
+    /// The virtual server this session is one upstream of, when it is.
+    pub virtual_route: Option<Arc<VirtualRoute>>,
     learned: Mutex<Learned>,
     started: AtomicBool,
     finished: AtomicBool,
@@ -346,6 +348,7 @@ impl Session {
             proxy_to_server: ProxyRequests::default(),
             writers,
             deferrals: DeferralBudget::default(),
+            virtual_route: None,
             learned: Mutex::new(Learned::default()),
             started: AtomicBool::new(false),
             finished: AtomicBool::new(false),
@@ -356,6 +359,18 @@ impl Session {
     pub fn with_request_budget(mut self, budget: Arc<RequestBudget>) -> Self {
         self.client_pending = PendingTable::limited(budget);
         self
+    }
+
+    /// Marks the session as one upstream of a virtual server.
+    pub fn with_virtual_route(mut self, route: Option<Arc<VirtualRoute>>) -> Self {
+        self.virtual_route = route;
+        self
+    }
+
+    /// The name the agent of a virtual server calls the server's `tool` by.
+    pub fn tool_called_as(&self, tool: Option<&str>) -> Option<Arc<str>> {
+        let route = self.virtual_route.as_deref()?;
+        route.called_as(tool?).map(Arc::from)
     }
 
     /// Binds the session to the caller the downstream side authenticated.

@@ -332,13 +332,28 @@ fn table(direct: &Run, proxied: &Run) -> String {
 
 #[test]
 fn conformance_through_the_proxy_matches_the_server_directly() {
+    compare_with_the_server(&listen_section("http", ""));
+}
+
+/// A virtual server (`[[aggregate]]`) of the one upstream, keeping its
+/// names (`prefix = "never"`), answers the suite as the server does.
+#[test]
+fn conformance_through_a_virtual_server_of_one_upstream_matches_the_server() {
+    let aggregate =
+        "[[aggregate]]\nname = \"virtual\"\nupstreams = [\"everything\"]\nprefix = \"never\"\n";
+    compare_with_the_server(&format!("{}\n{aggregate}", listen_section("http", "")));
+}
+
+/// Runs the suite against server-everything directly and through acs-proxy
+/// configured with `extra` (its `/mcp` route), and fails on any regression.
+fn compare_with_the_server(extra: &str) {
     let started = Instant::now();
     let server = EverythingServer::start("streamableHttp");
     let scratch = Scratch::new();
     let config = net_config(
         &scratch,
         &[NetUpstream::new("everything", &server.url)],
-        &listen_section("http", ""),
+        extra,
     );
     let proxy = NetProxy::start(&config);
 

@@ -58,6 +58,8 @@ pub struct Peer {
     next_id: u64,
     /// The name of the echo tool's text argument (`text` or `message`).
     argument: String,
+    /// The tool every call names (`echo`; `a__echo` behind a virtual server).
+    tool: String,
     /// Filler so a request is about `request_bytes` long.
     filler: String,
     watchdog: Arc<AtomicBool>,
@@ -102,12 +104,20 @@ impl Peer {
             line: Vec::with_capacity(4096),
             next_id: 1,
             argument: argument.to_owned(),
+            tool: "echo".to_owned(),
             filler: String::new(),
             watchdog,
         };
         let base = peer.request(u64::from(u32::MAX)).len();
         peer.filler = "x".repeat(request_bytes.saturating_sub(base + 1));
         Ok(peer)
+    }
+
+    /// Calls `tool` instead of `echo` (the filler is kept, so a request
+    /// grows by the name's extra bytes).
+    pub fn calling(mut self, tool: &str) -> Self {
+        self.tool = tool.to_owned();
+        self
     }
 
     /// The spawned process's id.
@@ -202,8 +212,8 @@ impl Peer {
 
     fn request(&self, id: u64) -> String {
         format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"{}":"{}"}}}}}}"#,
-            self.argument, self.filler
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{}","arguments":{{"{}":"{}"}}}}}}"#,
+            self.tool, self.argument, self.filler
         )
     }
 

@@ -1,7 +1,7 @@
 //! `acs-proxy-bench`: end-to-end load against MCP servers, directly, through
 //! `acs-proxy` and through the stdio→HTTP bridges users pick today.
 //!
-//! Four suites, each interleaving its scenarios round by round and
+//! Five suites, each interleaving its scenarios round by round and
 //! reporting medians over rounds:
 //!
 //! - `stdio`: the load generator spawns the server (direct) or the proxy
@@ -11,7 +11,9 @@
 //! - `guardian`: stdio → stdio with a remote ACS Guardian over HTTP, its
 //!   own service time measured on its side;
 //! - `scale`: thousands of idle HTTP sessions held at once, then hundreds
-//!   active.
+//!   active;
+//! - `aggregate`: stdio → the demo server as a plain route and as one of
+//!   three upstreams of a virtual server (`[[aggregate]]`).
 //!
 //! ```text
 //! cargo build --release --workspace
@@ -28,6 +30,7 @@ mod report;
 mod service;
 mod setup;
 mod stats;
+mod suite_aggregate;
 mod suite_guardian;
 mod suite_http;
 mod suite_scale;
@@ -126,9 +129,10 @@ fn run(args: &BenchArgs) -> Result<String, String> {
             "http" => suite_http::run(args, &context),
             "guardian" => suite_guardian::run(args, &context),
             "scale" => suite_scale::run(args, &context),
+            "aggregate" => suite_aggregate::run(args, &context),
             other => {
                 return Err(format!(
-                    "unknown suite {other:?} (stdio, http, guardian, scale)"
+                    "unknown suite {other:?} (stdio, http, guardian, scale, aggregate)"
                 ))
             }
         };

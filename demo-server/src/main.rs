@@ -23,6 +23,7 @@ use server::Server;
 /// The `--help` text.
 const USAGE: &str = "\
 usage: acs-proxy-demo-server [--record FILE] [--verbose] [--extra-tools FILE] [--rug-pull]
+                             [--page-size N]
 
 A small MCP server over stdio (newline-delimited JSON-RPC 2.0).
 
@@ -32,6 +33,7 @@ A small MCP server over stdio (newline-delimited JSON-RPC 2.0).
                       the catalog; calling one answers \"NAME called\"
   --rug-pull          add rewrite-tool {name, description}, which rewrites a
                       listed tool's description and emits list_changed
+  --page-size N       list tools N at a time (nextCursor names the next page)
   --help         print this help
   --version      print the version
 
@@ -46,6 +48,7 @@ struct Options {
     verbose: bool,
     extra_tools: Option<PathBuf>,
     rug_pull: bool,
+    page_size: Option<usize>,
 }
 
 /// Parses the arguments; `Err` carries the exit code for help/version/errors.
@@ -64,6 +67,10 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Options, ExitCode> {
                 None => return Err(usage_error("--extra-tools needs a FILE")),
             },
             "--rug-pull" => options.rug_pull = true,
+            "--page-size" => match args.next().and_then(|n| n.parse().ok()) {
+                Some(size) if size > 0 => options.page_size = Some(size),
+                _ => return Err(usage_error("--page-size needs a number above 0")),
+            },
             "--help" | "-h" => {
                 println!("{USAGE}");
                 return Err(ExitCode::SUCCESS);
@@ -132,7 +139,9 @@ fn main() -> ExitCode {
         "[demo-server] acs-proxy-demo-server {} on stdio",
         env!("CARGO_PKG_VERSION")
     );
-    let mut server = Server::new(Output::stdout(), options.verbose).with_catalog(catalog);
+    let mut server = Server::new(Output::stdout(), options.verbose)
+        .with_catalog(catalog)
+        .with_page_size(options.page_size);
     let mut stdin = io::stdin().lock();
     let mut line = Vec::with_capacity(4096);
     loop {

@@ -44,6 +44,8 @@ pub struct Server {
     verbose: bool,
     extra_tool: bool,
     catalog: catalog::Catalog,
+    /// Tools per `tools/list` page; all at once when `None`.
+    page_size: Option<usize>,
     next_request: u64,
     /// Outstanding `sampling/createMessage` requests: our id → the tools/call id.
     pending_samples: HashMap<String, Value>,
@@ -59,6 +61,7 @@ impl Server {
             verbose,
             extra_tool: false,
             catalog: catalog::Catalog::default(),
+            page_size: None,
             next_request: 0,
             pending_samples: HashMap::new(),
             in_flight: Arc::default(),
@@ -70,6 +73,33 @@ impl Server {
     pub fn with_catalog(mut self, catalog: catalog::Catalog) -> Self {
         self.catalog = catalog;
         self
+    }
+
+    /// Lists tools `size` at a time (pagination, for clients that follow cursors).
+    pub fn with_page_size(mut self, size: Option<usize>) -> Self {
+        self.page_size = size;
+        self
+    }
+
+    /// One `tools/list` page: from the offset the cursor names.
+    fn list_tools(&self, params: &Value) -> Result<Value, (i64, String)> {
+        let tools = self.catalog.list(self.extra_tool);
+        let Some(size) = self.page_size else {
+            return Ok(json!({ "tools": tools }));
+        };
+        let start = match params.get("cursor").and_then(Value::as_str) {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .map_err(|_| (INVALID_PARAMS, format!("invalid cursor {cursor:?}")))?,
+        };
+        let end = (start + size).min(tools.len());
+        let page: Vec<Value> = tools.get(start..end).unwrap_or_default().to_vec();
+        let mut result = json!({ "tools": page });
+        if end < tools.len() {
+            result["nextCursor"] = Value::from(end.to_string());
+        }
+        Ok(result)
     }
 
     /// Handles one raw line from stdin (blank lines are ignored).
@@ -150,7 +180,7 @@ impl Server {
         let result: MethodResult = match method {
             "initialize" => Ok(initialize(params)),
             "ping" => Ok(json!({})),
-            "tools/list" => Ok(json!({ "tools": self.catalog.list(self.extra_tool) })),
+            "tools/list" => self.list_tools(params),
             "tools/call" => return self.call_tool(id, params, in_batch),
             "resources/list" => Ok(json!({ "resources": catalog::resources() })),
             "resources/read" => read_resource(params),

@@ -143,6 +143,7 @@ fn write_content<S: Sink>(sink: &mut S, entry: &ContextEntry) -> Result<(), JcsE
         user_id,
         authentication_method,
         tenant_id,
+        upstream,
         previous_hash: _,
         entry_hash: _,
     } = entry;
@@ -175,6 +176,7 @@ fn write_content<S: Sink>(sink: &mut S, entry: &ContextEntry) -> Result<(), JcsE
     object.str("step_type", Some(step_type));
     object.str("tenant_id", tenant_id.as_deref());
     object.str("timestamp", Some(timestamp));
+    object.str("upstream", upstream.as_deref());
     object.str("user_id", user_id.as_deref());
     object.sink.put(b"}");
     Ok(())

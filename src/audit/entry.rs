@@ -110,6 +110,11 @@ pub struct ContextEntry {
     /// The caller's tenant (`params.tenant_id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant_id: Option<String>,
+    /// The `[[upstream]]` the entry is about, on every entry of a session
+    /// that is one upstream of a virtual server (`[[aggregate]]`), whose
+    /// agent session spans several chains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
 
     /// `entry_hash` of the previous entry of the session; written as an
     /// explicit `null` on the first entry so a reader sees a chain root, not

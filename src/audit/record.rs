@@ -161,6 +161,12 @@ impl AuditRecord {
         self
     }
 
+    /// Names the upstream of a virtual server the entry is about.
+    pub(crate) fn upstream(mut self, upstream: &str) -> Self {
+        self.entry.upstream = Some(upstream.to_owned());
+        self
+    }
+
     /// The `step_type` this record will carry.
     pub fn step_type(&self) -> &str {
         &self.entry.step_type

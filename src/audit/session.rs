@@ -46,6 +46,9 @@ pub(crate) struct State {
     session_id: String,
     /// Who opened the session, named on every entry.
     caller: Option<Arc<Identity>>,
+    /// The upstream of a virtual server the session reaches, named on
+    /// every entry.
+    upstream: Option<String>,
     head: Mutex<ChainHead>,
     /// The last entry the writer put in the file.
     on_disk: Arc<Mutex<Tip>>,
@@ -71,6 +74,22 @@ impl AuditLog {
     pub fn session_of(&self, session_id: &str, caller: Option<Arc<Identity>>) -> AuditChain {
         AuditChain::new(self.clone(), session_id, caller)
     }
+
+    /// As [`Self::session_of`], for a session that is the upstream
+    /// `upstream` of a virtual server: every entry of the chain names it,
+    /// since the agent's one session spans one chain per upstream.
+    pub fn session_of_upstream(
+        &self,
+        session_id: &str,
+        caller: Option<Arc<Identity>>,
+        upstream: &str,
+    ) -> AuditChain {
+        let mut chain = AuditChain::new(self.clone(), session_id, caller);
+        if let Some(state) = Arc::get_mut(&mut chain.state) {
+            state.upstream = Some(upstream.to_owned());
+        }
+        chain
+    }
 }
 
 impl AuditChain {
@@ -81,6 +100,7 @@ impl AuditChain {
             state: Arc::new(State {
                 session_id: session_id.to_owned(),
                 caller,
+                upstream: None,
                 head: Mutex::new(ChainHead::default()),
                 on_disk: Arc::new(Mutex::new(Tip::default())),
             }),
@@ -140,6 +160,10 @@ impl AuditChain {
         };
         let record = match &self.state.caller {
             Some(caller) => record.caller(caller),
+            None => record,
+        };
+        let record = match &self.state.upstream {
+            Some(upstream) => record.upstream(upstream),
             None => record,
         };
         let mut head = self.lock_head();

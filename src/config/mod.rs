@@ -6,6 +6,7 @@
 //! file, line and rule. Relative paths in a file follow the file's directory,
 //! whatever the working directory the proxy was started in.
 
+mod aggregate;
 mod error;
 mod guardian;
 mod hooks;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+pub use aggregate::{AggregateConfig, PrefixMode};
 pub use error::ConfigError;
 pub use guardian::{GuardianConfig, GuardianMode, PostureSetting, StartupPosture};
 pub use hooks::{HooksConfig, ToolsCallHooks};
@@ -43,6 +45,8 @@ pub struct Config {
     pub listen: ListenConfig,
     /// The MCP server(s) behind the proxy.
     pub upstreams: Vec<UpstreamConfig>,
+    /// Virtual servers, each merging several upstreams behind one route.
+    pub aggregates: Vec<AggregateConfig>,
     /// Which Guardian decides.
     pub guardian: GuardianConfig,
     /// Which hooks are emitted and how envelopes are filled.
@@ -73,6 +77,8 @@ struct ConfigFile {
     listen: ListenConfig,
     #[serde(default)]
     upstream: Vec<UpstreamConfig>,
+    #[serde(default)]
+    aggregate: Vec<AggregateConfig>,
     #[serde(default)]
     guardian: GuardianConfig,
     #[serde(default)]
@@ -125,6 +131,7 @@ impl Config {
         let config = Config {
             listen: file.listen,
             upstreams: file.upstream,
+            aggregates: file.aggregate,
             guardian: file.guardian,
             hooks: file.hooks,
             policy: Arc::new(policy),
@@ -158,11 +165,7 @@ impl Config {
         }
         self.listen.validate().map_err(invalid)?;
         self.integrity.validate().map_err(invalid)?;
-        if self.listen.transport == ListenTransport::Stdio && self.upstreams.len() > 1 {
-            return Err(invalid(
-                "listen.transport = \"stdio\" serves exactly one [[upstream]]".into(),
-            ));
-        }
+        self.validate_stdio_routes().map_err(invalid)?;
         let mut names = std::collections::BTreeSet::new();
         for upstream in &self.upstreams {
             if !names.insert(upstream.name.as_str()) {
@@ -172,6 +175,7 @@ impl Config {
                 )));
             }
         }
+        self.validate_aggregates(&names).map_err(invalid)?;
         for upstream in &self.upstreams {
             upstream.validate().map_err(invalid)?;
         }
@@ -201,6 +205,81 @@ impl Config {
             )));
         }
         Ok(())
+    }
+
+    /// Over stdio the proxy serves one thing: one `[[upstream]]`, or one
+    /// `[[aggregate]]` of several.
+    fn validate_stdio_routes(&self) -> Result<(), String> {
+        if self.listen.transport != ListenTransport::Stdio {
+            return Ok(());
+        }
+        match self.aggregates.len() {
+            0 if self.upstreams.len() > 1 => Err(
+                "listen.transport = \"stdio\" serves exactly one [[upstream]] or one [[aggregate]]"
+                    .into(),
+            ),
+            0 | 1 => Ok(()),
+            _ => Err("listen.transport = \"stdio\" serves at most one [[aggregate]]".into()),
+        }
+    }
+
+    /// Each aggregate names known upstreams and a route of its own.
+    fn validate_aggregates(
+        &self,
+        upstreams: &std::collections::BTreeSet<&str>,
+    ) -> Result<(), String> {
+        let mut names = std::collections::BTreeSet::new();
+        for aggregate in &self.aggregates {
+            aggregate.validate()?;
+            if upstreams.contains(aggregate.name.as_str()) {
+                return Err(format!(
+                    "aggregate {:?} has the name of an [[upstream]]: routes need distinct names",
+                    aggregate.name
+                ));
+            }
+            if !names.insert(aggregate.name.as_str()) {
+                return Err(format!(
+                    "two [[aggregate]] routes are named {:?}",
+                    aggregate.name
+                ));
+            }
+            if let Some(unknown) = aggregate
+                .upstreams
+                .iter()
+                .find(|name| !upstreams.contains(name.as_str()))
+            {
+                return Err(format!(
+                    "aggregate {:?} names {unknown:?}, which is no [[upstream]]",
+                    aggregate.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The network routes, in configuration order: every aggregate, then
+    /// every upstream no aggregate merges (those are reached through it).
+    pub fn route_names(&self) -> Vec<String> {
+        let merged: std::collections::BTreeSet<&str> = self
+            .aggregates
+            .iter()
+            .flat_map(|a| a.upstreams.iter().map(String::as_str))
+            .collect();
+        self.aggregates
+            .iter()
+            .map(|a| a.name.clone())
+            .chain(
+                self.upstreams
+                    .iter()
+                    .filter(|u| !merged.contains(u.name.as_str()))
+                    .map(|u| u.name.clone()),
+            )
+            .collect()
+    }
+
+    /// The aggregate named `name`, when there is one.
+    pub fn aggregate(&self, name: &str) -> Option<&AggregateConfig> {
+        self.aggregates.iter().find(|a| a.name == name)
     }
 
     fn validate_remote_guardian(&self) -> Result<(), String> {

@@ -223,3 +223,78 @@ fn sample_config_loads() {
     .unwrap();
     assert_eq!(config.upstreams.len(), 1);
 }
+
+const TWO_UPSTREAMS: &str = "[[upstream]]\nname = \"a\"\ncommand = [\"a\"]\n\n[[upstream]]\nname = \"b\"\ncommand = [\"b\"]\n";
+
+#[test]
+fn an_aggregate_is_read_with_its_defaults() {
+    let text =
+        format!("{TWO_UPSTREAMS}\n[[aggregate]]\nname = \"all\"\nupstreams = [\"a\", \"b\"]\n");
+    let config = Config::from_toml("t.toml", &text).unwrap();
+    let aggregate = config.aggregate("all").unwrap();
+    assert_eq!(aggregate.prefix, PrefixMode::Always);
+    assert_eq!(aggregate.separator, "__");
+    assert!(aggregate.tools.is_empty());
+    // Its upstreams are reached through it: the only network route.
+    assert_eq!(config.route_names(), vec!["all".to_owned()]);
+    // Over stdio (the default listener) one aggregate of several is fine.
+    assert_eq!(config.listen.transport, ListenTransport::Stdio);
+}
+
+#[test]
+fn aggregate_keys_are_checked() {
+    let text = format!(
+        "{TWO_UPSTREAMS}\n[[aggregate]]\nname = \"all\"\nupstreams = [\"a\"]\nprefix = \"on_conflict\"\nseparator = \".\"\ntools = [\"a.*\", \"!*.secret\"]\n"
+    );
+    let config = Config::from_toml("t.toml", &text).unwrap();
+    assert_eq!(config.aggregates[0].prefix, PrefixMode::OnConflict);
+    // `b` is merged by no aggregate: it keeps its own route.
+    assert_eq!(config.route_names(), vec!["all".to_owned(), "b".to_owned()]);
+    let refused = |aggregate: &str, wanted: &str| {
+        let text = format!(
+            "[listen]\ntransport = \"http\"\n\n{TWO_UPSTREAMS}\n[[aggregate]]\n{aggregate}\n"
+        );
+        let err = Config::from_toml("t.toml", &text).unwrap_err().to_string();
+        assert!(err.contains(wanted), "{aggregate}: {err}");
+    };
+    refused(
+        "name = \"all\"\nupstreams = [\"a\", \"c\"]",
+        "\"c\", which is no [[upstream]]",
+    );
+    refused("name = \"all\"\nupstreams = []", "at least one");
+    refused(
+        "name = \"a\"\nupstreams = [\"b\"]",
+        "the name of an [[upstream]]",
+    );
+    refused("name = \"all\"\nupstreams = [\"a\", \"a\"]", "listed twice");
+    refused(
+        "name = \"all\"\nupstreams = [\"a\"]\nprefix = \"sometimes\"",
+        "sometimes",
+    );
+    refused(
+        "name = \"all\"\nupstreams = [\"a\"]\nseparator = \"\"",
+        "separator",
+    );
+    refused(
+        "name = \"all\"\nupstreams = [\"a\"]\ntools = [\"[\"]",
+        "tools pattern",
+    );
+    refused(
+        "name = \"all\"\nupstreams = [\"a\"]\n\n[[aggregate]]\nname = \"all\"\nupstreams = [\"b\"]",
+        "two [[aggregate]] routes",
+    );
+}
+
+#[test]
+fn stdio_serves_one_upstream_or_one_aggregate() {
+    let err = Config::from_toml("t.toml", TWO_UPSTREAMS).unwrap_err();
+    assert!(err.to_string().contains("one [[aggregate]]"), "{err}");
+    let text = format!(
+        "{TWO_UPSTREAMS}\n[[aggregate]]\nname = \"x\"\nupstreams = [\"a\"]\n\n[[aggregate]]\nname = \"y\"\nupstreams = [\"b\"]\n"
+    );
+    let err = Config::from_toml("t.toml", &text).unwrap_err();
+    assert!(
+        err.to_string().contains("at most one [[aggregate]]"),
+        "{err}"
+    );
+}

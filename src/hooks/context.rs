@@ -6,7 +6,8 @@
 //! for a Guardian that reads them ([`crate::guardian::Guardian::wants_context`]),
 //! so the rules engine's hot path does not pay for them.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
 use serde_json::{Map, Value};
 
@@ -22,6 +23,12 @@ pub struct GatewayContext {
     /// The server's definition of the tool the hook concerns (its
     /// `tools/list` entry: description, schemas, annotations), when known.
     pub tool: Option<Arc<Value>>,
+    /// The `[[aggregate]]` whose agent session this route serves, when it
+    /// is one upstream of a virtual server.
+    pub aggregate: Option<String>,
+    /// The tool's name as the agent of a virtual server calls it
+    /// (`everything__echo`), beside its own name in the payload.
+    pub called_as: Option<String>,
 }
 
 impl GatewayContext {
@@ -37,7 +44,53 @@ impl GatewayContext {
         if let Some(tool) = &self.tool {
             map.insert("tool".into(), (**tool).clone());
         }
+        if let Some(aggregate) = &self.aggregate {
+            map.insert("aggregate".into(), Value::from(aggregate.as_str()));
+        }
+        if let Some(called_as) = &self.called_as {
+            map.insert("called_as".into(), Value::from(called_as.as_str()));
+        }
         Value::Object(map)
+    }
+}
+
+/// One upstream's place in a virtual server, shared by the router (which
+/// gives out the names) and the upstream's relay session (whose hooks name
+/// both): the aggregate, and the name the agent knows each tool by.
+#[derive(Debug, Default)]
+pub struct VirtualRoute {
+    /// The `[[aggregate]]` name.
+    pub aggregate: String,
+    called_as: RwLock<HashMap<String, String>>,
+}
+
+impl VirtualRoute {
+    /// An upstream of the aggregate `aggregate`, no names given out yet.
+    pub fn new(aggregate: impl Into<String>) -> Self {
+        Self {
+            aggregate: aggregate.into(),
+            called_as: RwLock::default(),
+        }
+    }
+
+    /// Notes that the agent knows the tool `original` as `exposed`.
+    pub fn note(&self, original: &str, exposed: &str) {
+        let mut names = self
+            .called_as
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if names.get(original).map(String::as_str) != Some(exposed) {
+            names.insert(original.to_owned(), exposed.to_owned());
+        }
+    }
+
+    /// The name the agent knows the tool `original` by.
+    pub fn called_as(&self, original: &str) -> Option<String> {
+        self.called_as
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(original)
+            .cloned()
     }
 }
 
@@ -66,5 +119,22 @@ mod tests {
         let value = context.to_value();
         assert_eq!(value["tool"], *tool);
         assert_eq!(value["client_address"], "127.0.0.1:5000");
+    }
+
+    #[test]
+    fn a_virtual_servers_names_are_both_there() {
+        let route = VirtualRoute::new("all");
+        route.note("echo", "everything__echo");
+        let context = GatewayContext {
+            route: "everything".into(),
+            transport: "http".into(),
+            aggregate: Some(route.aggregate.clone()),
+            called_as: route.called_as("echo"),
+            ..GatewayContext::default()
+        };
+        let value = context.to_value();
+        assert_eq!(value["aggregate"], "all");
+        assert_eq!(value["called_as"], "everything__echo");
+        assert_eq!(route.called_as("other"), None);
     }
 }

@@ -74,6 +74,10 @@ pub struct HookRequest {
     pub payload: Arc<Value>,
     /// The tool this hook concerns, if any (not sent on the wire).
     pub tool: Option<Arc<str>>,
+    /// The tool's name as the agent of a virtual server called it
+    /// (`everything__echo`), when it differs from `tool` (not sent on the
+    /// wire): rules may select on either.
+    pub called_as: Option<Arc<str>>,
 }
 
 impl HookRequest {
@@ -89,7 +93,14 @@ impl HookRequest {
             timestamp: now_rfc3339(),
             payload: payload.into(),
             tool,
+            called_as: None,
         }
+    }
+
+    /// The same hook, naming the tool as the agent of a virtual server called it.
+    pub fn with_called_as(mut self, called_as: Option<Arc<str>>) -> Self {
+        self.called_as = called_as;
+        self
     }
 
     /// The envelope's `params` (§3): the object `request_hash` is computed over.

@@ -20,7 +20,7 @@ pub mod mcp;
 pub mod tool_call;
 
 pub use clock::now_rfc3339;
-pub use context::GatewayContext;
+pub use context::{GatewayContext, VirtualRoute};
 pub use envelope::{HookRequest, Metadata, ACS_VERSION, PLATFORM};
 pub use identity::{Identity, IdentityDescriptor};
 

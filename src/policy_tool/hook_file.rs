@@ -88,6 +88,10 @@ struct WrittenContext {
     client_address: Option<String>,
     #[serde(default)]
     tool: Option<Value>,
+    #[serde(default)]
+    aggregate: Option<String>,
+    #[serde(default)]
+    called_as: Option<String>,
 }
 
 impl HookFile {
@@ -131,6 +135,8 @@ impl HookFile {
             transport: context.transport.unwrap_or_else(|| "stdio".to_owned()),
             client_address: context.client_address,
             tool: context.tool.map(Arc::new),
+            aggregate: context.aggregate,
+            called_as: context.called_as,
         };
         Ok(HookFile {
             hook,

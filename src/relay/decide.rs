@@ -205,6 +205,8 @@ fn gateway_context(session: &Session, hook: &HookRequest) -> GatewayContext {
         transport: session.transport.to_owned(),
         client_address: None,
         tool,
+        aggregate: session.virtual_route.as_ref().map(|r| r.aggregate.clone()),
+        called_as: hook.called_as.as_deref().map(str::to_owned),
     }
 }
 

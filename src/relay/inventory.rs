@@ -213,6 +213,21 @@ async fn emit_snapshot(session: &Session, inventory: Option<Inventory>) -> Optio
     blocked
 }
 
+/// The server went away for good: every component it offered is reported
+/// removed (`agbom/changed`, reason `server_exited`), so the Guardian's
+/// view of a virtual server loses the upstream's tools with it.
+pub async fn withdraw(session: &Session) {
+    if !session.learned().snapshot_sent {
+        return;
+    }
+    let context = MessageContext {
+        direction: Direction::ServerToClient,
+        mcp_method: "notifications/tools/list_changed".into(),
+        mcp_id: None,
+    };
+    let _ = emit_changed(session, Inventory::default(), "server_exited", &context).await;
+}
+
 /// Whether the deny stands in for a decision the audit log could not take.
 fn audit_failed(decision: &Decision) -> bool {
     decision

@@ -10,10 +10,14 @@
 //! - [`quota`]: `[[policy.limit]]` rate limits, before any hook.
 //! - [`timeout`]: the per-request upstream timeout.
 //! - `tool_latency`: timing answered tool calls by tool, for `/metrics`.
+//! - [`aggregate`]: a virtual server, one agent session over several
+//!   upstreams, each through a relay session of its own.
 //! - [`run_session`]: one session over any pair of transports;
 //!   [`run_stdio`] is the stdio deployment built on it.
 
+pub mod aggregate;
 pub mod approval;
+pub mod connector;
 pub mod decide;
 pub mod delivery;
 pub mod flow;

@@ -9,12 +9,13 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::decide::{self, MessageContext};
-use super::{lifecycle, pump};
+use super::{inventory, lifecycle, pump};
 use crate::audit::AuditLog;
 use crate::config::{Config, UpstreamConfig};
 use crate::enforce::Action;
 use crate::guardian::{Decision, Guardian};
 use crate::hooks::lifecycle::SessionEndReason;
+use crate::hooks::VirtualRoute;
 use crate::jsonrpc::{codes, error_response};
 use crate::limits::RequestBudget;
 use crate::metrics::METRICS;
@@ -49,6 +50,8 @@ pub struct SessionContext {
     pub audit: AuditLog,
     /// The in-flight request limits shared by every session of the process.
     pub requests: Arc<RequestBudget>,
+    /// The virtual server the session is one upstream of, when it is.
+    pub virtual_route: Option<Arc<VirtualRoute>>,
 }
 
 /// Runs one session until either side closes or `stop` fires.
@@ -63,9 +66,16 @@ pub async fn run_session(
         server: upstream.writer.clone(),
     };
     let session_id = Uuid::new_v4();
-    let chain = context
-        .audit
-        .session_of(&session_id.to_string(), downstream.identity.clone());
+    let chain = match &context.virtual_route {
+        Some(_) => context.audit.session_of_upstream(
+            &session_id.to_string(),
+            downstream.identity.clone(),
+            &context.upstream.name,
+        ),
+        None => context
+            .audit
+            .session_of(&session_id.to_string(), downstream.identity.clone()),
+    };
     let session = Arc::new(
         Session::new(
             context.config.clone(),
@@ -77,7 +87,8 @@ pub async fn run_session(
             writers,
         )
         .with_request_budget(context.requests.clone())
-        .with_identity(downstream.identity.clone()),
+        .with_identity(downstream.identity.clone())
+        .with_virtual_route(context.virtual_route.clone()),
     );
     let active = METRICS
         .sessions_active
@@ -106,6 +117,9 @@ pub async fn run_session(
             let exit = upstream.control.wait().await;
             METRICS.upstream_exited(&session.upstream);
             fail_pending(&session, &exit).await;
+            if session.virtual_route.is_some() {
+                inventory::withdraw(&session).await;
+            }
             client_pump.abort();
             SessionExit::ServerExited(exit)
         }

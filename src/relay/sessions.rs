@@ -11,16 +11,16 @@ use tokio_util::sync::CancellationToken;
 use super::run::{run_session, SessionContext};
 use uuid::Uuid;
 
+use super::aggregate::{self, AggregateContext};
+use super::connector::Connector;
 use crate::audit::{self, AuditLog, AuditRecord};
-use crate::config::{Config, UpstreamConfig};
+use crate::config::{AggregateConfig, Config};
 use crate::enforce::Action;
 use crate::guardian::{DecisionSource, Disposition, Guardian};
 use crate::limits::{LimitExceeded, RequestBudget};
 use crate::metrics::METRICS;
 use crate::session::Direction;
 use crate::transport::downstream::{Downstream, SessionHandle, SessionStarter};
-use crate::transport::shared_child::SharedChildren;
-use crate::transport::upstream::{self, RouteClients, Upstream, UpstreamError};
 
 /// Starts relay sessions on behalf of network listeners.
 pub struct RelaySessions {
@@ -28,9 +28,8 @@ pub struct RelaySessions {
     guardian: Arc<dyn Guardian>,
     audit: AuditLog,
     requests: Arc<RequestBudget>,
-    shared: SharedChildren,
-    /// Each network route's client, shared by the route's sessions.
-    routes: RouteClients,
+    /// Connects each session's upstream (shared children, network clients).
+    connector: Connector,
     stop: CancellationToken,
 }
 
@@ -44,8 +43,7 @@ impl RelaySessions {
     ) -> Self {
         Self {
             requests: Arc::new(RequestBudget::new(&config.limits)),
-            shared: SharedChildren::default(),
-            routes: RouteClients::default(),
+            connector: Connector::new(&config.limits),
             config,
             guardian,
             audit,
@@ -58,6 +56,9 @@ impl RelaySessions {
         route: &str,
         downstream: Downstream,
     ) -> Result<SessionHandle, String> {
+        if let Some(aggregate) = self.config.aggregate(route) {
+            return Ok(self.start_aggregate(aggregate.clone(), downstream));
+        }
         let mut upstream_config = self
             .config
             .upstreams
@@ -68,7 +69,7 @@ impl RelaySessions {
         upstream_config
             .headers
             .extend(downstream.upstream_headers.iter().cloned());
-        let upstream = self.connect(&upstream_config).await;
+        let upstream = self.connector.connect(&upstream_config).await;
         METRICS.upstream_started(route, upstream.is_ok());
         let upstream = upstream.map_err(|err| err.to_string())?;
         let context = SessionContext {
@@ -77,6 +78,7 @@ impl RelaySessions {
             guardian: self.guardian.clone(),
             audit: self.audit.clone(),
             requests: self.requests.clone(),
+            virtual_route: None,
         };
         let stop = self.stop.child_token();
         let done = tokio::spawn(async move {
@@ -86,23 +88,23 @@ impl RelaySessions {
         Ok(SessionHandle { done })
     }
 
-    /// The session's own upstream (a child, or a session with a network
-    /// server through the route's shared client), or a hold on the route's
-    /// shared child.
-    async fn connect(&self, config: &UpstreamConfig) -> Result<Upstream, UpstreamError> {
-        let limits = &self.config.limits;
-        if config.share && config.url.is_none() {
-            return self
-                .shared
-                .connect(config, limits.max_message_bytes, limits.max_in_flight);
-        }
-        upstream::connect_route(
-            config,
-            &self.routes,
-            limits.max_message_bytes,
-            limits.max_in_flight,
-        )
-        .await
+    /// A virtual server's session: its upstreams are opened once the
+    /// agent's `initialize` arrives, from the session's own task.
+    fn start_aggregate(&self, aggregate: AggregateConfig, downstream: Downstream) -> SessionHandle {
+        let context = AggregateContext {
+            config: self.config.clone(),
+            aggregate,
+            guardian: self.guardian.clone(),
+            audit: self.audit.clone(),
+            requests: self.requests.clone(),
+            connector: self.connector.clone(),
+        };
+        let stop = self.stop.child_token();
+        let done = tokio::spawn(async move {
+            let exit = aggregate::run(context, downstream, stop).await;
+            tracing::debug!(?exit, "virtual server session ended");
+        });
+        SessionHandle { done }
     }
 
     /// A session refused before it started gets a chain of its own holding

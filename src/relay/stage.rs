@@ -259,6 +259,17 @@ fn build_hook(
     doc: &MessageDoc,
     flow: &Flow,
 ) -> Option<(HookRequest, OutputMap)> {
+    let (hook, outputs) = build_named_hook(session, stage, doc, flow)?;
+    let called_as = session.tool_called_as(flow.tool.as_deref());
+    Some((hook.with_called_as(called_as), outputs))
+}
+
+fn build_named_hook(
+    session: &Session,
+    stage: Stage,
+    doc: &MessageDoc,
+    flow: &Flow,
+) -> Option<(HookRequest, OutputMap)> {
     let provider = session.upstream.as_str();
     match stage {
         Stage::Wrapped => {

@@ -7,10 +7,12 @@ use futures_util::StreamExt;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
+use super::aggregate::{self, AggregateContext};
+use super::connector::Connector;
 use super::run::{run_session, SessionContext, SessionExit};
 use crate::admin::Health;
 use crate::audit::AuditLog;
-use crate::config::Config;
+use crate::config::{AggregateConfig, Config};
 use crate::guardian::Guardian;
 use crate::limits::RequestBudget;
 use crate::metrics::METRICS;
@@ -25,6 +27,10 @@ pub async fn run_stdio(
     audit: AuditLog,
     health: Arc<Health>,
 ) -> Result<SessionExit, UpstreamError> {
+    if let Some(aggregate) = config.aggregates.first() {
+        let aggregate = aggregate.clone();
+        return Ok(run_stdio_aggregate(config, aggregate, guardian, audit, health).await);
+    }
     let upstream_config = config
         .upstream()
         .ok_or(crate::transport::child::ChildError::NoCommand)?
@@ -55,6 +61,7 @@ pub async fn run_stdio(
         guardian,
         audit: audit.clone(),
         requests: Arc::new(RequestBudget::new(limits)),
+        virtual_route: None,
     };
     let exit = run_session(context, downstream, upstream, stop).await;
     health.set_upstream_up(false);
@@ -64,6 +71,45 @@ pub async fn run_stdio(
     stdio.writer.close();
     let _ = stdio.writer_task.await;
     Ok(exit)
+}
+
+/// The stdio deployment of a virtual server: the agent spawned the proxy,
+/// the proxy starts every upstream of the one `[[aggregate]]`.
+async fn run_stdio_aggregate(
+    config: Arc<Config>,
+    aggregate: AggregateConfig,
+    guardian: Arc<dyn Guardian>,
+    audit: AuditLog,
+    health: Arc<Health>,
+) -> SessionExit {
+    let limits = &config.limits;
+    let stdio = StdioDownstream::open(limits.max_message_bytes, limits.max_in_flight);
+    let downstream = Downstream {
+        frames: stdio.reader.boxed(),
+        writer: stdio.writer.clone(),
+        transport: "stdio",
+        upstream_headers: Vec::new(),
+        identity: Some(Arc::new(stdio::caller(&config.hooks))),
+    };
+    let stop = CancellationToken::new();
+    tokio::spawn(stop_on_signal(stop.clone()));
+    let context = AggregateContext {
+        aggregate,
+        guardian,
+        audit: audit.clone(),
+        requests: Arc::new(RequestBudget::new(limits)),
+        connector: Connector::new(limits),
+        config: config.clone(),
+    };
+    health.set_upstream_up(true);
+    let exit = aggregate::run(context, downstream, stop).await;
+    health.set_upstream_up(false);
+    if let Err(err) = audit.flush().await {
+        tracing::error!(%err, "the audit log could not be flushed");
+    }
+    stdio.writer.close();
+    let _ = stdio.writer_task.await;
+    exit
 }
 
 /// Cancels `stop` on SIGTERM or SIGINT.

@@ -25,6 +25,19 @@ Scenarios:
          `none` and the server has one), then the --call calls.
   calls  initialize, tools/list, then the --call calls only.
 
+Options for servers behind one endpoint (acs-proxy's virtual servers):
+  --list-all      follow nextCursor through every page of tools/list,
+                  prompts/list and resources/list (step `all_lists`: pages
+                  and names per list); later steps pick tools from all pages.
+  --subscribe URI resources/subscribe to URI after the scenario (step
+                  `subscribe`).
+  --await-notification METHOD
+                  after the calls, wait up to --await-seconds for a
+                  notification with METHOD (step `awaited`).
+  --call __wait__ '{"file": PATH}'
+                  a pause between calls: creates PATH.ready, then waits until
+                  PATH exists (the test does something meanwhile).
+
 With --elicitation accept, each elicitation/create is answered `accept` with
 a fixed form (name, check, email, integer; only the keys the requested schema
 names) and every other boolean the schema asks for set to true, so a yes/no
@@ -219,6 +232,51 @@ class Runner:
         tools = (record.get("result") or {}).get("tools") or []
         self.tool_names = [t.get("name") for t in tools if isinstance(t, dict)]
 
+    async def list_all(self) -> None:
+        """Every page of the three lists, following nextCursor."""
+        lists: dict[str, Any] = {}
+        for key, request_type, item_key, field in (
+            ("tools", types.ListToolsRequest, "tools", "name"),
+            ("prompts", types.ListPromptsRequest, "prompts", "name"),
+            ("resources", types.ListResourcesRequest, "resources", "uri"),
+        ):
+            cursor: str | None = None
+            pages, names, errors = 0, [], []
+            while True:
+                params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                record = await self.request(request_type(params=params))
+                pages += 1
+                result = record.get("result")
+                if result is None:
+                    errors.append(record)
+                    break
+                names.extend(item.get(field) for item in result.get(item_key) or [])
+                cursor = result.get("nextCursor")
+                if not cursor or pages > 50:
+                    break
+            lists[key] = {"pages": pages, "names": names, "errors": errors}
+        self.steps["all_lists"] = lists
+        self.tool_names = [n for n in lists["tools"]["names"] if isinstance(n, str)]
+
+    async def subscribe_step(self, uri: str) -> None:
+        request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+        self.steps["subscribe"] = await self.request(request)
+
+    async def await_notification(self, method: str) -> None:
+        with anyio.move_on_after(self.args.await_seconds):
+            while not self.transcript.received_method(method):
+                await anyio.sleep(0.1)
+        found = self.transcript.received_method(method)
+        self.steps["awaited"] = {"method": method, "notification": found[0] if found else None}
+
+    async def wait_for_file(self, path: str) -> None:
+        """Signals PATH.ready, then waits (up to 60 s) until the test creates PATH."""
+        with open(path + ".ready", "w") as ready:
+            ready.write("ready\n")
+        with anyio.move_on_after(60):
+            while not os.path.exists(path):
+                await anyio.sleep(0.05)
+
     async def tool_step(self, step: str, choice: tuple[str, dict[str, Any]] | None, with_progress: bool = False) -> None:
         if choice is None:
             self.steps[step] = {"skipped": "no suitable tool in tools/list"}
@@ -310,6 +368,9 @@ class Runner:
     async def extra_calls(self) -> None:
         for name, raw_args in self.args.call or []:
             arguments = json.loads(raw_args)
+            if name == "__wait__":
+                await self.wait_for_file(arguments["file"])
+                continue
             record = await self.call_tool(name, arguments)
             self.calls.append({"name": name, "arguments": arguments, **record})
 
@@ -317,6 +378,8 @@ class Runner:
         if not await self.initialize():
             return
         await self.list_tools()
+        if self.args.list_all:
+            await self.list_all()
         if self.args.scenario == "full":
             a = self.args
             await self.tool_step("progress", self.pick_tool(a.progress_tool, a.progress_args, PROGRESS_TOOLS), True)
@@ -326,7 +389,11 @@ class Runner:
             await self.cancel_step()
             if a.elicitation != "none":
                 await self.tool_step("elicitation", self.pick_tool(None, None, ELICITATION_TOOLS))
+        if self.args.subscribe:
+            await self.subscribe_step(self.args.subscribe)
         await self.extra_calls()
+        if self.args.await_notification:
+            await self.await_notification(self.args.await_notification)
 
 
 def _accept_content(params: Any) -> dict[str, Any]:
@@ -439,6 +506,13 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--resource", metavar="URI", help="the resource to read (default: the first listed)")
     parser.add_argument("--prompt", help="the prompt to get (default: the first listed, preferring no required args)")
     parser.add_argument("--prompt-args", metavar="JSON")
+    parser.add_argument("--list-all", action="store_true",
+                        help="follow every page of tools/list, prompts/list and resources/list")
+    parser.add_argument("--subscribe", metavar="URI", help="resources/subscribe to URI after the scenario")
+    parser.add_argument("--await-notification", metavar="METHOD",
+                        help="after the calls, wait for a notification with this method")
+    parser.add_argument("--await-seconds", type=float, default=15.0,
+                        help="how long --await-notification waits (default 15)")
     parser.add_argument("--timeout", type=float, default=30.0, help="per-request timeout in seconds")
     parser.add_argument("--total-timeout", type=float, default=120.0, help="whole-scenario timeout in seconds")
     parser.add_argument("--cancel-after", type=float, default=3.0,

@@ -134,6 +134,22 @@ pub fn server_everything() -> Vec<String> {
     vec!["node".into(), script.display().to_string(), "stdio".into()]
 }
 
+/// `node` and server-filesystem from `tests/peers`, serving `root`.
+pub fn server_filesystem(root: &Path) -> Vec<String> {
+    let script = repo_root()
+        .join("tests/peers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    assert!(
+        script.exists(),
+        "server-filesystem is not installed: run .ci/install-peers ({})",
+        script.display()
+    );
+    vec![
+        "node".into(),
+        script.display().to_string(),
+        root.display().to_string(),
+    ]
+}
+
 /// The Python interpreter of `tests/peers/.venv` with the `mcp` SDK.
 pub fn peers_python() -> PathBuf {
     let python = repo_root().join("tests/peers/.venv/bin/python");

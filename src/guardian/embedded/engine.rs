@@ -60,7 +60,7 @@ impl PolicyEngine {
         context: Option<&GatewayContext>,
     ) -> Result<Decision, GuardianError> {
         match self {
-            PolicyEngine::Rules(policy) => Ok(policy.evaluate(&view(hook, metadata))),
+            PolicyEngine::Rules(policy) => Ok(evaluate_rules(policy, hook, metadata)),
             PolicyEngine::Rego { policy, mode } => {
                 rego::decide(policy, hook, metadata, context).map(|decision| mode.apply(decision))
             }
@@ -84,6 +84,23 @@ impl PolicyEngine {
         };
         Explained { result, decided_by }
     }
+}
+
+/// A virtual server's tool is selected by its server's name or by the name
+/// the agent called it: rules naming the server's own name are consulted
+/// first, then those naming the agent's.
+fn evaluate_rules(policy: &Policy, hook: &HookRequest, metadata: &Metadata) -> Decision {
+    let own = view(hook, metadata);
+    if let Some(called_as) = hook.called_as.as_deref() {
+        let called = HookView {
+            tool: Some(called_as),
+            ..own
+        };
+        if policy.matching_rule(&own).is_none() && policy.matching_rule(&called).is_some() {
+            return policy.evaluate(&called);
+        }
+    }
+    policy.evaluate(&own)
 }
 
 fn view<'a>(hook: &'a HookRequest, metadata: &'a Metadata) -> HookView<'a> {

@@ -92,3 +92,33 @@ fn only_the_rego_engine_wants_context_and_its_posture_is_configured() {
         .unwrap();
     assert_eq!(negotiated.on_decision_failure, FailurePosture::Deny);
 }
+
+#[test]
+fn rules_select_a_virtual_servers_tool_by_either_name() {
+    let rules = r#"
+[[policy.rule]]
+name = "by-own-name"
+hook = "steps/toolCallRequest"
+tool = "get-env"
+decision = "deny"
+reasoning = "own"
+
+[[policy.rule]]
+name = "by-agent-name"
+hook = "steps/toolCallRequest"
+tool = "demo__*"
+decision = "deny"
+reasoning = "agent"
+"#;
+    let policy = crate::policy::Policy::from_toml_str("p.toml", rules).unwrap();
+    let engine = PolicyEngine::Rules(Arc::new(policy));
+    let decide = |hook: HookRequest| engine.decide(&hook, &metadata(), None).unwrap();
+    // The server's own name is consulted first.
+    let both = hook("get-env").with_called_as(Some("demo__get-env".into()));
+    assert_eq!(decide(both).reasoning.as_deref(), Some("own"));
+    let agent = hook("lookup-user").with_called_as(Some("demo__lookup-user".into()));
+    assert_eq!(decide(agent).reasoning.as_deref(), Some("agent"));
+    let neither = hook("lookup-user").with_called_as(Some("files__lookup-user".into()));
+    assert_eq!(decide(neither).decision, Disposition::Allow);
+    assert_eq!(decide(hook("lookup-user")).decision, Disposition::Allow);
+}

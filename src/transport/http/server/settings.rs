@@ -11,7 +11,7 @@ use crate::config::{Config, ListenConfig};
 pub struct ServerSettings {
     /// `[listen]`.
     pub listen: ListenConfig,
-    /// The upstream route names, in configuration order.
+    /// The route names (aggregates and upstreams), in configuration order.
     pub routes: Vec<String>,
     /// Request body limit (and WebSocket message limit).
     pub max_message_bytes: usize,
@@ -28,7 +28,7 @@ impl ServerSettings {
     pub fn from_config(config: &Config) -> Self {
         Self {
             listen: config.listen.clone(),
-            routes: config.upstreams.iter().map(|u| u.name.clone()).collect(),
+            routes: config.route_names(),
             max_message_bytes: config.limits.max_message_bytes,
             max_json_depth: config.limits.max_json_depth,
             queue: config.limits.max_in_flight,

@@ -1,0 +1,234 @@
+//! One upstream of a virtual server: a relay session of its own (hooks,
+//! Guardian, enforcement and audit exactly as for a plain route), whose
+//! agent side is a pair of in-memory channels the router drives.
+//!
+//! The router talks to a leg in JSON values. Requests it sends get ids of
+//! the leg's own numbering, so replies come back to the waiting router task
+//! and never collide with the agent's ids; everything else the upstream
+//! sends (its requests and notifications) goes to the router as
+//! [`LegEvent`]s.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt};
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::context::AggregateContext;
+use crate::config::UpstreamConfig;
+use crate::hooks::{Identity, VirtualRoute};
+use crate::metrics::METRICS;
+use crate::relay::run::{run_session, SessionContext, SessionExit};
+use crate::transport::downstream::Downstream;
+use crate::transport::writer::{FrameReceiver, FrameWriter};
+use crate::transport::LineFrame;
+
+/// What a leg's upstream sent that is not an answer to the router.
+#[derive(Debug)]
+pub(super) enum LegEvent {
+    /// A request or notification from the upstream (index of the leg).
+    Message(usize, Value),
+    /// The leg's session ended: its upstream is gone.
+    Closed(usize),
+}
+
+/// The leg is no longer there to send to.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the upstream is no longer available")]
+pub(super) struct LegGone;
+
+/// One upstream behind the virtual server.
+pub(super) struct Leg {
+    /// The `[[upstream]]` name: the prefix, and the route its audit names.
+    pub(super) name: String,
+    /// Its place in the aggregate's `upstreams`.
+    pub(super) index: usize,
+    to_leg: FrameWriter,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Value>>>,
+    next_id: AtomicU64,
+    gone: CancellationToken,
+    session: Mutex<Option<JoinHandle<SessionExit>>>,
+    /// The names the agent knows this upstream's tools by, for its hooks.
+    pub(super) route: Arc<VirtualRoute>,
+}
+
+/// How the agent's side looks to every leg of one session.
+pub(super) struct AgentSide {
+    /// `stdio`, `http`, `ws` or `sse`.
+    pub(super) transport: &'static str,
+    /// Who the listener authenticated.
+    pub(super) identity: Option<Arc<Identity>>,
+    /// Headers that go on to a network upstream unchanged.
+    pub(super) upstream_headers: Vec<(String, String)>,
+}
+
+impl Leg {
+    /// Connects the upstream and starts its relay session; its messages
+    /// arrive on `events` until it ends.
+    pub(super) async fn open(
+        index: usize,
+        mut upstream_config: UpstreamConfig,
+        context: &AggregateContext,
+        agent: &AgentSide,
+        events: mpsc::UnboundedSender<LegEvent>,
+        stop: CancellationToken,
+    ) -> Result<Arc<Leg>, String> {
+        upstream_config
+            .headers
+            .extend(agent.upstream_headers.iter().cloned());
+        let upstream = context.connector.connect(&upstream_config).await;
+        METRICS.upstream_started(&upstream_config.name, upstream.is_ok());
+        let upstream = upstream.map_err(|err| err.to_string())?;
+        let queue = context.config.limits.max_in_flight.max(1);
+        let (to_leg, leg_reads) = FrameWriter::channel(queue);
+        let (leg_writes, from_leg) = FrameWriter::channel(queue);
+        let downstream = Downstream {
+            frames: frames_of(leg_reads).boxed(),
+            writer: leg_writes.clone(),
+            transport: agent.transport,
+            upstream_headers: Vec::new(),
+            identity: agent.identity.clone(),
+        };
+        let route = Arc::new(VirtualRoute::new(context.aggregate.name.clone()));
+        let session_context = SessionContext {
+            config: context.config.clone(),
+            upstream: upstream_config.clone(),
+            guardian: context.guardian.clone(),
+            audit: context.audit.clone(),
+            requests: context.requests.clone(),
+            virtual_route: Some(route.clone()),
+        };
+        let session = tokio::spawn(async move {
+            let exit = run_session(session_context, downstream, upstream, stop).await;
+            // What the relay wrote last (its -32011 replies) is still read.
+            leg_writes.close();
+            exit
+        });
+        let leg = Arc::new(Leg {
+            name: upstream_config.name,
+            index,
+            to_leg,
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            gone: CancellationToken::new(),
+            session: Mutex::new(Some(session)),
+            route,
+        });
+        tokio::spawn(read_leg(leg.clone(), from_leg, events));
+        Ok(leg)
+    }
+
+    /// Sends a request of the router's own; the reply (the whole message)
+    /// arrives on the receiver, which fails if the leg ends first.
+    pub(super) async fn request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<oneshot::Receiver<Value>, LegGone> {
+        let mut message = json!({"jsonrpc": "2.0", "id": 0, "method": method});
+        if let Some(params) = params {
+            message["params"] = params;
+        }
+        self.forward_request(message).await.map(|(_, reply)| reply)
+    }
+
+    /// Sends the agent's request under an id of the leg's numbering
+    /// (returned, for cancellation).
+    pub(super) async fn forward_request(
+        &self,
+        mut message: Value,
+    ) -> Result<(u64, oneshot::Receiver<Value>), LegGone> {
+        if self.gone.is_cancelled() {
+            return Err(LegGone);
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        message["id"] = Value::from(id);
+        let (reply, receiver) = oneshot::channel();
+        lock(&self.pending).insert(id, reply);
+        if self.send(&message).await.is_err() {
+            lock(&self.pending).remove(&id);
+            return Err(LegGone);
+        }
+        Ok((id, receiver))
+    }
+
+    /// Sends a notification or a response as it is.
+    pub(super) async fn send(&self, message: &Value) -> Result<(), LegGone> {
+        let bytes = serde_json::to_vec(message).map_err(|_| LegGone)?;
+        self.to_leg
+            .send(Bytes::from(bytes))
+            .await
+            .map_err(|_| LegGone)
+    }
+
+    /// Whether the leg's session has ended.
+    pub(super) fn is_gone(&self) -> bool {
+        self.gone.is_cancelled()
+    }
+
+    /// Ends the leg in order: its agent side closes, so its relay shuts the
+    /// upstream down and seals its audit chain; returns once it has.
+    pub(super) async fn close(&self) {
+        self.to_leg.close();
+        let session = lock(&self.session).take();
+        if let Some(session) = session {
+            let _ = session.await;
+        }
+    }
+}
+
+/// The leg's relay reads what the router sends as line frames.
+fn frames_of(
+    receiver: FrameReceiver,
+) -> impl futures_util::Stream<Item = std::io::Result<LineFrame>> + Send + 'static {
+    stream::unfold(receiver, |mut receiver| async move {
+        let frame = receiver.recv().await?;
+        Some((Ok(LineFrame::Line(frame)), receiver))
+    })
+}
+
+/// Reads what the leg's relay sends towards the agent: answers to the
+/// router's requests go to their waiters, the rest to the router.
+async fn read_leg(
+    leg: Arc<Leg>,
+    mut from_leg: FrameReceiver,
+    events: mpsc::UnboundedSender<LegEvent>,
+) {
+    while let Some(frame) = from_leg.recv().await {
+        let Ok(message) = serde_json::from_slice::<Value>(&frame) else {
+            tracing::warn!(upstream = %leg.name, "an upstream's relay sent a frame that is not JSON");
+            continue;
+        };
+        if let Some(waiter) = waiter_of(&leg, &message) {
+            let _ = waiter.send(message);
+            continue;
+        }
+        if events.send(LegEvent::Message(leg.index, message)).is_err() {
+            break;
+        }
+    }
+    leg.gone.cancel();
+    // Dropping the waiters fails every request still in flight.
+    lock(&leg.pending).clear();
+    let _ = events.send(LegEvent::Closed(leg.index));
+}
+
+/// The router task waiting for `message`, when it is a response to one.
+fn waiter_of(leg: &Leg, message: &Value) -> Option<oneshot::Sender<Value>> {
+    if message.get("method").is_some() {
+        return None;
+    }
+    let id = message.get("id")?.as_u64()?;
+    lock(&leg.pending).remove(&id)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,280 @@
+//! The names the agent sees: each upstream's tools and prompts under
+//! prefixed names (per the aggregate's `prefix` mode), resources under
+//! their own URIs, and the book that maps each back to its upstream.
+
+use std::collections::{BTreeSet, HashMap};
+
+use globset::{Glob, GlobMatcher};
+
+use crate::config::{AggregateConfig, PrefixMode};
+
+/// The two kinds of named items a virtual server renames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Kind {
+    /// `tools/list` entries, called by `tools/call`.
+    Tool,
+    /// `prompts/list` entries, fetched by `prompts/get`.
+    Prompt,
+}
+
+impl Kind {
+    /// The `initialize` capability of servers that offer this kind.
+    pub(super) fn capability(self) -> &'static str {
+        match self {
+            Kind::Tool => "tools",
+            Kind::Prompt => "prompts",
+        }
+    }
+}
+
+/// Where an item the agent names really is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Target {
+    /// The leg's index.
+    pub(super) leg: usize,
+    /// The item's name on its own server.
+    pub(super) original: String,
+}
+
+/// `tools` filters: globs over `upstream<separator>tool` or the bare name.
+#[derive(Debug, Default)]
+struct ToolFilter {
+    include: Vec<GlobMatcher>,
+    exclude: Vec<GlobMatcher>,
+}
+
+impl ToolFilter {
+    fn compile(patterns: &[String]) -> Self {
+        let mut filter = ToolFilter::default();
+        for pattern in patterns {
+            let (list, glob) = match pattern.strip_prefix('!') {
+                Some(glob) => (&mut filter.exclude, glob),
+                None => (&mut filter.include, pattern.as_str()),
+            };
+            // Validated with the configuration; a pattern that fails here
+            // cannot occur, and leaving it out is the safe reading.
+            if let Ok(glob) = Glob::new(glob) {
+                list.push(glob.compile_matcher());
+            }
+        }
+        filter
+    }
+
+    fn allows(&self, qualified: &str, bare: &str) -> bool {
+        let matches = |m: &GlobMatcher| m.is_match(qualified) || m.is_match(bare);
+        (self.include.is_empty() || self.include.iter().any(matches))
+            && !self.exclude.iter().any(matches)
+    }
+}
+
+/// The names given out in one session, and what each stands for.
+#[derive(Debug)]
+pub(super) struct NameBook {
+    mode: PrefixMode,
+    separator: String,
+    legs: Vec<String>,
+    filter: ToolFilter,
+    /// Exposed name → target, per kind.
+    exposed: HashMap<(Kind, String), Target>,
+    /// Original name → the legs that offer it, per kind (for `on_conflict`).
+    offered: HashMap<(Kind, String), BTreeSet<usize>>,
+    /// Resource URI → the leg that listed it (the first one, when several).
+    resources: HashMap<String, usize>,
+    /// Resource template, up to its first `{`, → the leg that listed it.
+    templates: Vec<(String, usize)>,
+}
+
+impl NameBook {
+    /// An empty book for `aggregate`.
+    pub(super) fn new(aggregate: &AggregateConfig) -> Self {
+        Self {
+            mode: aggregate.prefix,
+            separator: aggregate.separator.clone(),
+            legs: aggregate.upstreams.clone(),
+            filter: ToolFilter::compile(&aggregate.tools),
+            exposed: HashMap::new(),
+            offered: HashMap::new(),
+            resources: HashMap::new(),
+            templates: Vec::new(),
+        }
+    }
+
+    /// Whether the `tools` filters offer `leg`'s tool `original`.
+    pub(super) fn offers_tool(&self, leg: usize, original: &str) -> bool {
+        let qualified = format!("{}{}{original}", self.legs[leg], self.separator);
+        self.filter.allows(&qualified, original)
+    }
+
+    /// Notes that `leg` offers `original`, before names are given out, so
+    /// that `on_conflict` sees every upstream of a listing.
+    pub(super) fn note_offer(&mut self, kind: Kind, leg: usize, original: &str) {
+        self.offered
+            .entry((kind, original.to_owned()))
+            .or_default()
+            .insert(leg);
+    }
+
+    /// The name the agent sees for `leg`'s `original`, or `None` when the
+    /// `tools` filters leave a tool out. The name is remembered for routing.
+    pub(super) fn expose(&mut self, kind: Kind, leg: usize, original: &str) -> Option<String> {
+        let qualified = format!("{}{}{original}", self.legs[leg], self.separator);
+        if kind == Kind::Tool && !self.filter.allows(&qualified, original) {
+            return None;
+        }
+        let shared = self
+            .offered
+            .get(&(kind, original.to_owned()))
+            .is_some_and(|legs| legs.len() > 1);
+        let name = match self.mode {
+            PrefixMode::Always => qualified,
+            PrefixMode::OnConflict if shared => qualified,
+            PrefixMode::OnConflict | PrefixMode::Never => original.to_owned(),
+        };
+        let target = Target {
+            leg,
+            original: original.to_owned(),
+        };
+        match self.exposed.get(&(kind, name.clone())) {
+            // Under `never` a clash was refused at start-up; should a
+            // server add a clashing tool later, the first one keeps the name.
+            Some(existing) if existing.leg != leg => return None,
+            _ => {}
+        }
+        self.exposed.insert((kind, name.clone()), target);
+        Some(name)
+    }
+
+    /// What an exposed name stands for. A prefixed name the book has not
+    /// given out yet (the agent called before listing) is read by its
+    /// prefix when prefixes are always used.
+    pub(super) fn resolve(&self, kind: Kind, name: &str) -> Option<Target> {
+        if let Some(target) = self.exposed.get(&(kind, name.to_owned())) {
+            return Some(target.clone());
+        }
+        if self.mode != PrefixMode::Always {
+            return None;
+        }
+        self.legs.iter().enumerate().find_map(|(leg, leg_name)| {
+            let original = name.strip_prefix(leg_name)?.strip_prefix(&self.separator)?;
+            let qualified_allowed = kind != Kind::Tool || self.filter.allows(name, original);
+            qualified_allowed.then(|| Target {
+                leg,
+                original: original.to_owned(),
+            })
+        })
+    }
+
+    /// Notes that `leg` listed the resource `uri` (the first leg to list
+    /// a URI keeps it).
+    pub(super) fn note_resource(&mut self, leg: usize, uri: &str) {
+        self.resources.entry(uri.to_owned()).or_insert(leg);
+    }
+
+    /// Notes that `leg` listed the resource template `template`.
+    pub(super) fn note_template(&mut self, leg: usize, template: &str) {
+        let fixed = template.split('{').next().unwrap_or(template).to_owned();
+        if !self.templates.iter().any(|(t, l)| *t == fixed && *l == leg) {
+            self.templates.push((fixed, leg));
+        }
+    }
+
+    /// The leg serving `uri`: the one that listed it, else the one whose
+    /// template's fixed part is its longest prefix.
+    pub(super) fn resource_leg(&self, uri: &str) -> Option<usize> {
+        if let Some(leg) = self.resources.get(uri) {
+            return Some(*leg);
+        }
+        self.templates
+            .iter()
+            .filter(|(fixed, _)| !fixed.is_empty() && uri.starts_with(fixed.as_str()))
+            .max_by_key(|(fixed, _)| fixed.len())
+            .map(|(_, leg)| *leg)
+    }
+
+    /// Forgets everything `leg` offered: its upstream is gone.
+    pub(super) fn forget_leg(&mut self, leg: usize) {
+        self.exposed.retain(|_, target| target.leg != leg);
+        for legs in self.offered.values_mut() {
+            legs.remove(&leg);
+        }
+        self.resources.retain(|_, l| *l != leg);
+        self.templates.retain(|(_, l)| *l != leg);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn aggregate(prefix: PrefixMode, tools: &[&str]) -> AggregateConfig {
+        AggregateConfig {
+            name: "all".into(),
+            upstreams: vec!["everything".into(), "demo".into()],
+            prefix,
+            separator: "__".into(),
+            tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+            startup_timeout_ms: 1000,
+        }
+    }
+
+    #[test]
+    fn always_prefixes_and_routes_back() {
+        let mut book = NameBook::new(&aggregate(PrefixMode::Always, &[]));
+        assert_eq!(
+            book.expose(Kind::Tool, 0, "echo").as_deref(),
+            Some("everything__echo")
+        );
+        let target = book.resolve(Kind::Tool, "everything__echo").unwrap();
+        assert_eq!((target.leg, target.original.as_str()), (0, "echo"));
+        // Called before it was listed: read by its prefix.
+        let target = book.resolve(Kind::Tool, "demo__slow").unwrap();
+        assert_eq!((target.leg, target.original.as_str()), (1, "slow"));
+        assert!(book.resolve(Kind::Tool, "echo").is_none());
+    }
+
+    #[test]
+    fn on_conflict_prefixes_only_shared_names() {
+        let mut book = NameBook::new(&aggregate(PrefixMode::OnConflict, &[]));
+        for (leg, name) in [(0, "echo"), (1, "echo"), (1, "slow")] {
+            book.note_offer(Kind::Tool, leg, name);
+        }
+        assert_eq!(
+            book.expose(Kind::Tool, 0, "echo").as_deref(),
+            Some("everything__echo")
+        );
+        assert_eq!(
+            book.expose(Kind::Tool, 1, "echo").as_deref(),
+            Some("demo__echo")
+        );
+        assert_eq!(book.expose(Kind::Tool, 1, "slow").as_deref(), Some("slow"));
+        assert_eq!(book.resolve(Kind::Tool, "slow").unwrap().leg, 1);
+    }
+
+    #[test]
+    fn filters_match_qualified_or_bare_names() {
+        let mut book = NameBook::new(&aggregate(
+            PrefixMode::Always,
+            &["everything__*", "slow", "!*__get-env"],
+        ));
+        assert!(book.expose(Kind::Tool, 0, "echo").is_some());
+        assert!(book.expose(Kind::Tool, 0, "get-env").is_none());
+        assert!(book.expose(Kind::Tool, 1, "echo").is_none());
+        assert!(book.expose(Kind::Tool, 1, "slow").is_some());
+        assert!(book.resolve(Kind::Tool, "demo__echo").is_none());
+        // Prompts are not filtered.
+        assert!(book.expose(Kind::Prompt, 1, "echo").is_some());
+    }
+
+    #[test]
+    fn resources_route_by_uri_then_template() {
+        let mut book = NameBook::new(&aggregate(PrefixMode::Always, &[]));
+        book.note_resource(0, "demo://resource/static/1");
+        book.note_resource(1, "demo://resource/static/1");
+        book.note_template(1, "file:///{path}");
+        assert_eq!(book.resource_leg("demo://resource/static/1"), Some(0));
+        assert_eq!(book.resource_leg("file:///tmp/x"), Some(1));
+        assert_eq!(book.resource_leg("other://x"), None);
+        book.forget_leg(1);
+        assert_eq!(book.resource_leg("file:///tmp/x"), None);
+    }
+}

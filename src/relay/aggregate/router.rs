@@ -1,0 +1,231 @@
+//! A virtual server session's routing state and the moves it makes:
+//! forwarding a request to one upstream and its answer back, routing by
+//! resource URI, the agent's notifications and its answers to upstream
+//! requests (back to the upstream that asked).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use bytes::Bytes;
+use futures_util::future::join_all;
+use serde_json::{json, Value};
+
+use super::leg::Leg;
+use super::names::{Kind, NameBook};
+use crate::config::AggregateConfig;
+use crate::jsonrpc::codes;
+use crate::transport::writer::FrameWriter;
+
+/// One virtual server session's routing state.
+pub(super) struct Router {
+    /// The `[[aggregate]]` served.
+    pub(super) aggregate: AggregateConfig,
+    /// Each configured upstream's leg; `None` for one that did not start.
+    pub(super) legs: Vec<Option<Arc<Leg>>>,
+    /// Each leg's `initialize` result capabilities (`Null` when it did not start).
+    pub(super) capabilities: Vec<Value>,
+    /// Frames to the agent.
+    pub(super) client: FrameWriter,
+    /// The names given out and what they stand for.
+    pub(super) book: Mutex<NameBook>,
+    /// Upstream requests sent to the agent: the id the agent saw → the
+    /// leg and the id the upstream gave it.
+    pub(super) server_requests: Mutex<HashMap<String, (usize, Value)>>,
+    /// The agent's requests in flight: its id (as JSON text) → the leg and
+    /// the leg's id for it, so its cancellation reaches the right place.
+    in_flight: Mutex<HashMap<String, (usize, u64)>>,
+    next_server_request: AtomicU64,
+}
+
+impl Router {
+    /// A router over `legs`, writing to the agent through `client`.
+    pub(super) fn new(
+        aggregate: AggregateConfig,
+        legs: Vec<Option<Arc<Leg>>>,
+        capabilities: Vec<Value>,
+        client: FrameWriter,
+    ) -> Self {
+        Self {
+            book: Mutex::new(NameBook::new(&aggregate)),
+            aggregate,
+            legs,
+            capabilities,
+            client,
+            server_requests: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashMap::new()),
+            next_server_request: AtomicU64::new(1),
+        }
+    }
+
+    /// The legs still serving.
+    pub(super) fn live_legs(&self) -> impl Iterator<Item = &Arc<Leg>> {
+        self.legs.iter().flatten().filter(|leg| !leg.is_gone())
+    }
+
+    /// Writes one message to the agent.
+    pub(super) async fn to_client(&self, message: &Value) {
+        send(&self.client, message).await;
+    }
+
+    /// Answers the agent's request `id` with `result`.
+    pub(super) async fn reply(&self, id: &Value, result: Value) {
+        self.to_client(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+            .await;
+    }
+
+    /// Answers the agent's request `id` with an error.
+    pub(super) async fn reply_error(&self, id: &Value, code: i64, message: &str) {
+        self.to_client(&error(id, code, message)).await;
+    }
+
+    /// Answers that no upstream offers `name`.
+    pub(super) async fn unknown_name(&self, kind: Kind, message: &Value, name: &str) {
+        let what = match kind {
+            Kind::Tool => "tool",
+            Kind::Prompt => "prompt",
+        };
+        let text = format!("unknown {what}: {name}");
+        self.reply_error(&message["id"], codes::INVALID_PARAMS, &text)
+            .await;
+    }
+
+    /// To the leg that listed `uri` or offers a template it fits; with one
+    /// leg offering resources at all, to that one.
+    pub(super) async fn route_resource(self: &Arc<Self>, uri: String, message: Value) {
+        let listed = lock(&self.book).resource_leg(&uri);
+        let leg = listed.or_else(|| self.only_leg_with("resources"));
+        match leg {
+            Some(leg) => self.forward(leg, message).await,
+            None => {
+                let text = format!("no upstream serves the resource {uri}");
+                self.reply_error(&message["id"], codes::INVALID_PARAMS, &text)
+                    .await;
+            }
+        }
+    }
+
+    /// The one live leg with `capability`, when there is exactly one.
+    pub(super) fn only_leg_with(&self, capability: &str) -> Option<usize> {
+        let mut with = self
+            .live_legs()
+            .filter(|leg| self.capabilities[leg.index].get(capability).is_some());
+        let leg = with.next()?;
+        with.next().is_none().then_some(leg.index)
+    }
+
+    /// `logging/setLevel` goes to every upstream that logs; the gateway
+    /// answers once they have.
+    pub(super) async fn set_level(&self, id: Value, message: Value) {
+        let mut replies = Vec::new();
+        for leg in self.live_legs() {
+            if self.capabilities[leg.index].get("logging").is_none() {
+                continue;
+            }
+            if let Ok(reply) = leg
+                .request("logging/setLevel", Some(message["params"].clone()))
+                .await
+            {
+                replies.push(reply);
+            }
+        }
+        join_all(replies).await;
+        self.reply(&id, json!({})).await;
+    }
+
+    /// Sends the agent's request to `leg` and, in the background, its
+    /// answer back under the agent's id; a leg that is gone (or goes before
+    /// answering) is answered -32011.
+    pub(super) async fn forward(self: &Arc<Self>, leg: usize, message: Value) {
+        let id = message["id"].clone();
+        let Some(target) = self.legs.get(leg).cloned().flatten() else {
+            return self.unavailable(&id, leg).await;
+        };
+        let Ok((leg_id, answer)) = target.forward_request(message).await else {
+            return self.unavailable(&id, leg).await;
+        };
+        let key = id.to_string();
+        lock(&self.in_flight).insert(key.clone(), (leg, leg_id));
+        let router = self.clone();
+        tokio::spawn(async move {
+            let answer = answer.await;
+            lock(&router.in_flight).remove(&key);
+            match answer {
+                Ok(mut reply) => {
+                    reply["id"] = id;
+                    router.to_client(&reply).await;
+                }
+                Err(_) => router.unavailable(&id, leg).await,
+            }
+        });
+    }
+
+    async fn unavailable(&self, id: &Value, leg: usize) {
+        let name = self
+            .aggregate
+            .upstreams
+            .get(leg)
+            .map_or("?", String::as_str);
+        let text = format!("the upstream server {name:?} is not available");
+        self.reply_error(id, codes::UPSTREAM_UNAVAILABLE, &text)
+            .await;
+    }
+
+    /// A notification from the agent: a cancellation goes to the leg
+    /// running the request it names (under the leg's id); anything else
+    /// (`initialized`, `roots/list_changed`) to every upstream.
+    pub(super) async fn client_notification(&self, mut message: Value) {
+        if message["method"] == "notifications/cancelled" {
+            let key = message["params"]["requestId"].to_string();
+            let running = lock(&self.in_flight).get(&key).copied();
+            if let Some((leg, leg_id)) = running {
+                if let Some(target) = self.legs.get(leg).cloned().flatten() {
+                    message["params"]["requestId"] = Value::from(leg_id);
+                    let _ = target.send(&message).await;
+                }
+            }
+            return;
+        }
+        for leg in self.live_legs() {
+            let _ = leg.send(&message).await;
+        }
+    }
+
+    /// The agent's answer to an upstream's request goes back to that
+    /// upstream, under the id it gave.
+    pub(super) async fn client_response(&self, mut message: Value) {
+        let key = message["id"].to_string();
+        let Some((leg, original)) = lock(&self.server_requests).remove(&key) else {
+            tracing::debug!("the agent answered a request no upstream is waiting on");
+            return;
+        };
+        if let Some(target) = self.legs.get(leg).cloned().flatten() {
+            message["id"] = original;
+            let _ = target.send(&message).await;
+        }
+    }
+
+    /// A fresh id for an upstream's request as the agent sees it, unique
+    /// across upstreams.
+    pub(super) fn server_request_id(&self, leg: &Leg) -> Value {
+        let n = self.next_server_request.fetch_add(1, Ordering::Relaxed);
+        Value::from(format!("{}:{n}", leg.name))
+    }
+}
+
+/// Writes one message to the agent through `client`.
+pub(super) async fn send(client: &FrameWriter, message: &Value) {
+    if let Ok(bytes) = serde_json::to_vec(message) {
+        let _ = client.send(Bytes::from(bytes)).await;
+    }
+}
+
+/// A JSON-RPC error response.
+pub(super) fn error(id: &Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+/// Locks a router table; a panic elsewhere does not make it unusable.
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

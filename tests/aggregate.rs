@@ -1,0 +1,604 @@
+//! Several servers behind one endpoint: an `[[aggregate]]` of
+//! `@modelcontextprotocol/server-everything`, `@modelcontextprotocol/server-filesystem`
+//! and the demo server, driven by the Python `mcp` SDK client over
+//! Streamable HTTP and over stdio, and by hand over stdio where a test
+//! needs to act between two messages (an upstream killed mid-call).
+//!
+//! Peers are installed by `.ci/install-peers`; without them these tests
+//! fail with a message saying so.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::{listen_section, NetProxy, Proxy, Scratch};
+
+const SAMPLING_TEXT: &str = "sampled for the demo upstream 7f3a";
+
+/// The three upstreams and an aggregate `all` of them, with `extra` after.
+fn aggregate_config(scratch: &Scratch, aggregate: &str, extra: &str) -> PathBuf {
+    let files = scratch.path("files");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::write(files.join("hello.txt"), "hello from the filesystem\n").unwrap();
+    let demo = vec![
+        support::demo_server_bin().display().to_string(),
+        "--page-size".into(),
+        "3".into(),
+    ];
+    let text = format!(
+        "{}{}{}[[aggregate]]\nname = \"all\"\nupstreams = [\"everything\", \"files\", \"demo\"]\n{aggregate}\n\n\
+         [audit]\npath = {:?}\nfsync = \"always\"\n\n{extra}\n",
+        upstream("everything", &support::server_everything()),
+        upstream("files", &support::server_filesystem(&files)),
+        upstream("demo", &demo),
+        scratch.audit_log().display().to_string(),
+    );
+    let path = scratch.path("proxy.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn upstream(name: &str, command: &[String]) -> String {
+    let command: Vec<String> = command.iter().map(|arg| format!("{arg:?}")).collect();
+    format!(
+        "[[upstream]]\nname = {name:?}\ncommand = [{}]\nshutdown_grace_ms = 500\n\n",
+        command.join(", ")
+    )
+}
+
+/// Runs `mcp_client.py` with `args`; its JSON report.
+fn client(args: &[&str]) -> (Value, String) {
+    let output: Output = Command::new(support::peers_python())
+        .arg(support::repo_root().join("tests/peers/mcp_client.py"))
+        .args(args)
+        .output()
+        .expect("run mcp_client.py");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "the client failed: {stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    (support::parse(stdout.trim()), stderr)
+}
+
+fn call<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["calls"]
+        .as_array()
+        .and_then(|calls| calls.iter().find(|c| c["name"] == name))
+        .unwrap_or_else(|| panic!("no call of {name}: {report:#}"))
+}
+
+fn text_of(record: &Value) -> String {
+    record["result"]["content"].to_string()
+}
+
+fn names(report: &Value, list: &str) -> Vec<String> {
+    report["steps"]["all_lists"][list]["names"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list} listed: {report:#}"))
+        .iter()
+        .filter_map(|n| n.as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn three_servers_behind_one_http_endpoint() {
+    let scratch = Scratch::new();
+    let rules = r#"
+[[policy.rule]]
+name = "read-only-files"
+hook = "steps/toolCallRequest"
+tool = "write_file"
+decision = "deny"
+reasoning = "the filesystem is read-only for agents"
+
+[[policy.rule]]
+name = "demo-env-private"
+hook = "steps/toolCallRequest"
+tool = "demo__get-env"
+decision = "deny"
+reasoning = "the demo server's environment stays private"
+"#;
+    let config = aggregate_config(
+        &scratch,
+        "",
+        &format!("{}\n{rules}", listen_section("http", "")),
+    );
+    let proxy = NetProxy::start(&config);
+    let hello = scratch.path("files/hello.txt").display().to_string();
+    let read_args = json!({ "path": hello }).to_string();
+    let write_args = json!({ "path": scratch.path("files/new.txt"), "content": "x" }).to_string();
+    // The only route: served at /mcp.
+    let (report, stderr) = client(&[
+        "--url",
+        &proxy.url("/mcp"),
+        "--scenario",
+        "full",
+        "--list-all",
+        "--sampling-text",
+        SAMPLING_TEXT,
+        "--progress-tool",
+        "everything__trigger-long-running-operation",
+        "--progress-args",
+        r#"{"duration": 1, "steps": 3}"#,
+        "--sampling-tool",
+        "demo__sample",
+        "--sampling-args",
+        r#"{"prompt": "hello"}"#,
+        "--slow-tool",
+        "demo__slow",
+        "--slow-args",
+        r#"{"ms": 10000, "steps": 10}"#,
+        "--resource",
+        "demo://readme",
+        "--prompt",
+        "demo__greeting",
+        "--prompt-args",
+        r#"{"name": "Ada"}"#,
+        "--timeout",
+        "30",
+        "--total-timeout",
+        "120",
+        "--call",
+        "files__read_text_file",
+        &read_args,
+        "--call",
+        "files__write_file",
+        &write_args,
+        "--call",
+        "demo__echo",
+        r#"{"text": "through the aggregate"}"#,
+        "--call",
+        "everything__echo",
+        r#"{"message": "from everything"}"#,
+        "--call",
+        "demo__get-env",
+        "{}",
+        "--call",
+        "everything__get-env",
+        "{}",
+    ]);
+    let context = || {
+        format!(
+            "report: {report:#}\nclient: {stderr}\nproxy: {}",
+            proxy.stderr()
+        )
+    };
+    assert!(report.get("aborted").is_none(), "{}", context());
+    assert_eq!(report["server_info"]["name"], "all", "{}", context());
+
+    // Merged lists: every upstream's tools under its prefix; the demo
+    // server's (listed three at a time) arrive over several pages.
+    let tools = names(&report, "tools");
+    for expected in [
+        "everything__echo",
+        "everything__trigger-sampling-request",
+        "files__read_text_file",
+        "files__write_file",
+        "demo__echo",
+        "demo__slow",
+        "demo__change-tools",
+    ] {
+        assert!(
+            tools.contains(&expected.to_owned()),
+            "{expected} missing: {tools:?}"
+        );
+    }
+    assert!(
+        report["steps"]["all_lists"]["tools"]["pages"].as_u64() > Some(1),
+        "the demo server's pages were not followed: {}",
+        context()
+    );
+    assert_eq!(
+        tools.iter().filter(|t| *t == "demo__echo").count(),
+        1,
+        "a tool listed twice: {tools:?}"
+    );
+    let prompts = names(&report, "prompts");
+    assert!(
+        prompts.contains(&"demo__greeting".to_owned()),
+        "{prompts:?}"
+    );
+    let resources = names(&report, "resources");
+    assert!(
+        resources.contains(&"demo://readme".to_owned()),
+        "{resources:?}"
+    );
+
+    // Progress from everything, sampling asked by the demo server.
+    let steps = &report["steps"];
+    assert!(
+        steps["progress"]["progress"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty()),
+        "no progress: {}",
+        context()
+    );
+    assert!(
+        steps["sampling"]["result"]
+            .to_string()
+            .contains(SAMPLING_TEXT),
+        "the sampling answer did not reach the demo server: {}",
+        context()
+    );
+    let sampling = report["sampling_requests"].as_array().expect("sampling");
+    assert_eq!(sampling.len(), 1, "{}", context());
+    assert!(
+        sampling[0]["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("demo:")),
+        "the sampling request's id does not name its upstream: {}",
+        context()
+    );
+    assert!(
+        steps["resource_read"]["result"]
+            .to_string()
+            .contains("demo"),
+        "{}",
+        context()
+    );
+    assert!(
+        steps["prompt_get"]["result"].to_string().contains("Ada"),
+        "{}",
+        context()
+    );
+    let cancel = &steps["cancel"];
+    assert_eq!(cancel["cancelled"], true, "{}", context());
+    assert!(cancel["response_after_cancel"].is_null(), "{}", context());
+
+    // Calls routed by prefix and decided per upstream.
+    assert!(
+        text_of(call(&report, "files__read_text_file")).contains("hello from the filesystem"),
+        "{}",
+        context()
+    );
+    let denied = call(&report, "files__write_file");
+    assert_eq!(denied["result"]["isError"], true, "{}", context());
+    assert!(
+        denied["result"].to_string().contains("read-only"),
+        "{}",
+        context()
+    );
+    assert!(!scratch.path("files/new.txt").exists());
+    assert!(
+        text_of(call(&report, "demo__echo")).contains("through the aggregate"),
+        "{}",
+        context()
+    );
+    assert!(
+        text_of(call(&report, "everything__echo")).contains("from everything"),
+        "{}",
+        context()
+    );
+
+    // A rule naming the agent's name selects one upstream's tool only.
+    let demo_env = call(&report, "demo__get-env");
+    assert_eq!(demo_env["result"]["isError"], true, "{}", context());
+    assert!(
+        demo_env["result"].to_string().contains("stays private"),
+        "{}",
+        context()
+    );
+    let everything_env = call(&report, "everything__get-env");
+    assert_ne!(everything_env["result"]["isError"], true, "{}", context());
+
+    // Each upstream has its own audit chain, whose every entry names it.
+    let entries = scratch.audit_entries();
+    for upstream in ["everything", "files", "demo"] {
+        let starts = entries
+            .iter()
+            .filter(|e| e["step_type"] == "steps/sessionStart" && e["upstream"] == upstream)
+            .count();
+        assert_eq!(starts, 1, "no session start names {upstream}");
+    }
+    assert!(entries.iter().all(|e| e["upstream"].is_string()));
+    let denial = entries
+        .iter()
+        .find(|e| e["decision"] == "deny" && e["rule"] == "read-only-files")
+        .expect("the denial is audited");
+    assert_eq!(denial["upstream"], "files", "{denial:#}");
+}
+
+const PER_UPSTREAM: &str = r#"
+package acs
+
+import rego.v1
+
+call if input.method == "steps/toolCallRequest"
+
+decision := {"decision": "deny", "reasoning": "everything's environment stays private"} if {
+    call
+    input.context.route == "everything"
+    input.params.payload.tool.name == "get-env"
+}
+
+decision := {"decision": "deny", "reasoning": "lookups are not for this agent"} if {
+    call
+    input.context.aggregate == "all"
+    input.context.called_as == "demo__lookup-user"
+}
+"#;
+
+#[test]
+fn stdio_aggregate_decides_per_upstream_and_keeps_resource_uris() {
+    let scratch = Scratch::new();
+    std::fs::write(scratch.path("policy.rego"), PER_UPSTREAM).unwrap();
+    let config = aggregate_config(
+        &scratch,
+        "",
+        "[policy]\nengine = \"rego\"\nrego = [\"policy.rego\"]\n",
+    );
+    let proxy = support::proxy_bin().display().to_string();
+    let config = config.display().to_string();
+    let document = "demo://resource/static/document/architecture.md";
+    let (report, stderr) = client(&[
+        "--scenario",
+        "calls",
+        "--list-all",
+        "--subscribe",
+        document,
+        "--await-notification",
+        "notifications/resources/updated",
+        "--call",
+        "everything__get-env",
+        "{}",
+        "--call",
+        "demo__get-env",
+        "{}",
+        "--call",
+        "demo__lookup-user",
+        r#"{"name": "Ada"}"#,
+        "--call",
+        "everything__toggle-subscriber-updates",
+        "{}",
+        "--",
+        &proxy,
+        "--config",
+        &config,
+    ]);
+    let context = || format!("report: {report:#}\nclient: {stderr}");
+    assert!(report.get("aborted").is_none(), "{}", context());
+    let denied = call(&report, "everything__get-env");
+    assert_eq!(denied["result"]["isError"], true, "{}", context());
+    assert!(
+        denied["result"].to_string().contains("stays private"),
+        "{}",
+        context()
+    );
+    let allowed = call(&report, "demo__get-env");
+    assert_ne!(allowed["result"]["isError"], true, "{}", context());
+    assert!(text_of(allowed).contains("DEMO_MODE"), "{}", context());
+    let by_agent_name = call(&report, "demo__lookup-user");
+    assert_eq!(by_agent_name["result"]["isError"], true, "{}", context());
+
+    // Resources keep their URIs; a subscription reaches the upstream that
+    // listed the URI and its updates come back unchanged.
+    let resources = names(&report, "resources");
+    assert!(resources.contains(&document.to_owned()), "{resources:?}");
+    assert!(
+        report["steps"]["subscribe"]["result"].is_object(),
+        "{}",
+        context()
+    );
+    let updated = &report["steps"]["awaited"]["notification"];
+    assert_eq!(updated["params"]["uri"], document, "{}", context());
+    scratch.assert_audit_verifies();
+}
+
+/// The demo server child of the proxy `parent`.
+fn demo_child(parent: u32) -> Option<u32> {
+    let children =
+        std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children")).ok()?;
+    children
+        .split_whitespace()
+        .filter_map(|pid| pid.parse::<u32>().ok())
+        .find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| cmdline.contains("acs-proxy-demo-server"))
+        })
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + support::WAIT;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn an_upstream_killed_mid_call_loses_its_tools_and_the_others_keep_serving() {
+    let scratch = Scratch::new();
+    let config = aggregate_config(&scratch, "", "");
+    let mut proxy = Proxy::start(&config);
+    let init = proxy.initialize(json!({}));
+    assert_eq!(init["result"]["serverInfo"]["name"], "all", "{init:#}");
+    proxy.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let listed = proxy.response(&json!(2));
+    assert!(listed.to_string().contains("demo__echo"), "{listed:#}");
+
+    proxy.send(&support::tool_call(3, "demo__slow", json!({"ms": 20000})));
+    let mut demo = None;
+    wait_for("the demo server", || {
+        demo = demo_child(proxy.pid());
+        demo.is_some()
+    });
+    // Give the call time to reach the server before it is killed.
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = nix::unistd::Pid::from_raw(demo.unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+
+    let (failed, before) = proxy.recv_until(|m| m["id"] == 3);
+    assert_eq!(failed["error"]["code"], -32011, "{failed:#}");
+    let mut seen = before;
+    proxy.send(&support::tool_call(
+        4,
+        "everything__echo",
+        json!({"message": "still here"}),
+    ));
+    let (echo, more) = proxy.recv_until(|m| m["id"] == 4);
+    seen.extend(more);
+    assert!(echo.to_string().contains("still here"), "{echo:#}");
+    proxy.send(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}));
+    let (listed, more) = proxy.recv_until(|m| m["id"] == 5);
+    seen.extend(more);
+    assert!(
+        seen.iter()
+            .any(|m| m["method"] == "notifications/tools/list_changed"),
+        "no list_changed: {seen:#?}"
+    );
+    let text = listed.to_string();
+    assert!(
+        !text.contains("demo__"),
+        "the dead upstream's tools are still listed: {text}"
+    );
+    assert!(text.contains("files__read_text_file"), "{text}");
+    proxy.send(&support::tool_call(
+        6,
+        "demo__echo",
+        json!({"text": "gone"}),
+    ));
+    let gone = proxy.response(&json!(6));
+    assert_eq!(gone["error"]["code"], -32011, "{gone:#}");
+    assert!(proxy.finish().success());
+    scratch.assert_audit_verifies();
+    // The Guardian was told the upstream's components are gone.
+    let entries = scratch.audit_entries();
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["step_type"] == "agbom/changed" && e["upstream"] == "demo"),
+        "no agbom/changed for the dead upstream"
+    );
+}
+
+#[test]
+fn a_prefix_conflict_is_refused_at_start_up() {
+    let scratch = Scratch::new();
+    let config = aggregate_config(&scratch, "prefix = \"never\"", "");
+    let output = Command::new(support::proxy_bin())
+        .arg("--config")
+        .arg(&config)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "started despite a conflict: {stderr}"
+    );
+    assert!(stderr.contains("prefix = \"never\""), "{stderr}");
+    // server-everything and the demo server both offer `echo` and `get-env`.
+    assert!(
+        stderr.contains("of upstream \"everything\"") && stderr.contains("of upstream \"demo\""),
+        "the conflict does not name both tools: {stderr}"
+    );
+}
+
+#[test]
+fn without_a_conflict_never_keeps_the_servers_names() {
+    let scratch = Scratch::new();
+    // Only the filesystem server's tools and the demo server's `slow`: no two share a name.
+    let config = aggregate_config(
+        &scratch,
+        "prefix = \"never\"\ntools = [\"files__*\", \"demo__slow\"]",
+        "",
+    );
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    let mut names = Vec::new();
+    let mut cursor: Option<Value> = None;
+    for id in 2..20 {
+        let mut request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": {}});
+        if let Some(cursor) = &cursor {
+            request["params"]["cursor"] = cursor.clone();
+        }
+        proxy.send(&request);
+        let page = proxy.response(&json!(id));
+        for tool in page["result"]["tools"].as_array().expect("tools") {
+            names.push(tool["name"].as_str().unwrap().to_owned());
+        }
+        cursor = page["result"].get("nextCursor").cloned();
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert!(names.contains(&"read_text_file".to_owned()), "{names:?}");
+    assert!(names.contains(&"slow".to_owned()), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n == "echo" || n.contains("__")),
+        "{names:?}"
+    );
+    proxy.send(&support::tool_call(30, "slow", json!({"ms": 1})));
+    let slow = proxy.response(&json!(30));
+    assert!(slow["result"].is_object(), "{slow:#}");
+    assert!(proxy.finish().success());
+}
+
+#[test]
+fn upstreams_that_fail_or_hang_at_start_are_left_out() {
+    let scratch = Scratch::new();
+    let demo = vec![support::demo_server_bin().display().to_string()];
+    let text = format!(
+        "{}{}{}[[aggregate]]\nname = \"all\"\nupstreams = [\"broken\", \"silent\", \"demo\"]\nstartup_timeout_ms = 1500\n\n\
+         [audit]\npath = {:?}\n",
+        upstream("broken", &["sh".into(), "-c".into(), "exit 3".into()]),
+        upstream("silent", &["sleep".into(), SILENT_SECONDS.into()]),
+        upstream("demo", &demo),
+        scratch.audit_log().display().to_string(),
+    );
+    let config = scratch.path("proxy.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut proxy = Proxy::start(&config);
+    let init = proxy.initialize(json!({}));
+    assert!(
+        init["result"]["capabilities"]["tools"].is_object(),
+        "{init:#}"
+    );
+    proxy.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let listed = proxy.response(&json!(2)).to_string();
+    assert!(listed.contains("demo__echo"), "{listed}");
+    assert!(
+        !listed.contains("silent__") && !listed.contains("broken__"),
+        "{listed}"
+    );
+    proxy.send(&support::tool_call(
+        3,
+        "demo__echo",
+        json!({"text": "alone"}),
+    ));
+    assert!(proxy.response(&json!(3)).to_string().contains("alone"));
+    proxy.send(&support::tool_call(4, "silent__anything", json!({})));
+    assert_eq!(proxy.response(&json!(4))["error"]["code"], -32011);
+    assert!(proxy.finish().success());
+    // The server that missed its start-up deadline was shut down, not left behind.
+    let left = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| std::fs::read(entry.ok()?.path().join("cmdline")).ok())
+        .any(|cmdline| String::from_utf8_lossy(&cmdline).contains(SILENT_SECONDS));
+    assert!(!left, "the silent upstream outlived the session");
+}
+
+/// How long the silent upstream sleeps: odd enough to find it by.
+const SILENT_SECONDS: &str = "31.4159";
+
+#[test]
+fn with_no_upstream_started_initialize_is_refused() {
+    let scratch = Scratch::new();
+    let text = format!(
+        "{}[[aggregate]]\nname = \"all\"\nupstreams = [\"broken\"]\n\n[audit]\npath = {:?}\n",
+        upstream("broken", &["sh".into(), "-c".into(), "exit 3".into()]),
+        scratch.audit_log().display().to_string(),
+    );
+    let config = scratch.path("proxy.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut proxy = Proxy::start(&config);
+    let refused = proxy.initialize(json!({}));
+    assert_eq!(refused["error"]["code"], -32011, "{refused:#}");
+    assert!(
+        refused.to_string().contains("virtual server"),
+        "{refused:#}"
+    );
+    assert_eq!(proxy.wait().code(), Some(3));
+}
