@@ -9,6 +9,7 @@ use uuid::Uuid;
 use super::clock::now_rfc3339;
 use super::identity::Identity;
 use crate::jcs::{self, HashSink, JcsError, Sink};
+use crate::telemetry::Trace;
 
 /// The ACS version this proxy speaks.
 pub const ACS_VERSION: &str = "0.1.0";
@@ -74,6 +75,10 @@ pub struct HookRequest {
     pub payload: Arc<Value>,
     /// The tool this hook concerns, if any (not sent on the wire).
     pub tool: Option<Arc<str>>,
+    /// The span of this step (ACS-Trace), its decisions' events go on;
+    /// off unless tracing is on and the caller traced it (not sent on the
+    /// wire).
+    pub trace: Trace,
 }
 
 impl HookRequest {
@@ -89,7 +94,14 @@ impl HookRequest {
             timestamp: now_rfc3339(),
             payload: payload.into(),
             tool,
+            trace: Trace::off(),
         }
+    }
+
+    /// This hook with its step span (see [`crate::telemetry::spans::step`]).
+    pub fn traced(mut self, trace: Trace) -> Self {
+        self.trace = trace;
+        self
     }
 
     /// The envelope's `params` (§3): the object `request_hash` is computed over.

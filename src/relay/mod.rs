@@ -10,6 +10,8 @@
 //! - [`quota`]: `[[policy.limit]]` rate limits, before any hook.
 //! - [`timeout`]: the per-request upstream timeout.
 //! - `tool_latency`: timing answered tool calls by tool, for `/metrics`.
+//! - `traced`: the request's spans and trace context (ACS-Trace), kept out
+//!   of the flow's own logic.
 //! - [`run_session`]: one session over any pair of transports;
 //!   [`run_stdio`] is the stdio deployment built on it.
 
@@ -28,6 +30,7 @@ pub mod stage;
 mod stdio;
 pub mod timeout;
 mod tool_latency;
+mod traced;
 
 pub use run::{run_session, SessionContext, SessionExit};
 pub use sessions::RelaySessions;

@@ -29,6 +29,7 @@ use crate::guardian::{Decision, Disposition};
 use crate::hooks::{self, mcp, tool_call, HookRequest};
 use crate::jsonrpc::MessageKind;
 use crate::session::Session;
+use crate::telemetry::{spans, Trace};
 
 /// One hook the message passes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +69,9 @@ pub struct Flow {
     pub request_ref: Option<Uuid>,
     /// For a `tools/call` response: how long the call took.
     pub duration_ms: u64,
+    /// The MCP request's server span (off unless traced): the parent of
+    /// each stage's step span.
+    pub trace: Trace,
 }
 
 /// How a message's whole pipeline ended.
@@ -253,7 +257,19 @@ async fn run(
     }
 }
 
+/// The stage's hook, with its step span under the request's.
 fn build_hook(
+    session: &Session,
+    stage: Stage,
+    doc: &MessageDoc,
+    flow: &Flow,
+) -> Option<(HookRequest, OutputMap)> {
+    let (hook, sources) = build_untraced(session, stage, doc, flow)?;
+    let step = spans::step(&flow.trace, &hook, session.metadata());
+    Some((hook.traced(step), sources))
+}
+
+fn build_untraced(
     session: &Session,
     stage: Stage,
     doc: &MessageDoc,
@@ -428,9 +444,13 @@ async fn hold(
     if let Some(slot) = detach.take() {
         let _ = slot.send(Outcome::Detached);
     }
+    let wait = spans::approval(&hook.trace, &decided.decision);
     let Some(resolution) = approval::resolve(session, &decided.decision, hook, cancel).await else {
+        wait.fail(|| "cancelled while waiting".into());
         return StageResult::Cancelled;
     };
+    wait.end();
+    spans::decision(&hook.trace, &resolution.decision, "approval");
     let allowed = resolution.decision.decision == Disposition::Allow;
     let action = if allowed {
         Action::Forwarded

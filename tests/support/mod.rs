@@ -18,6 +18,8 @@ pub mod oauth;
 
 pub mod prometheus;
 
+pub mod otlp;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
