@@ -8,6 +8,8 @@
 
 pub mod mcp_servers;
 
+pub mod otlp;
+
 pub mod guardian;
 
 pub mod faults;
@@ -17,8 +19,6 @@ pub mod pairs;
 pub mod oauth;
 
 pub mod prometheus;
-
-pub mod otlp;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
