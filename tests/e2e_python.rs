@@ -19,6 +19,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::policies::DENY_AND_REDACT_RULES;
 use support::{entries_of, Scratch};
 
 /// The longest one client run may take before the test kills it. The
@@ -49,24 +50,7 @@ const ASK_REASONING: &str = "sums need a human's approval";
 /// The hook pipeline is pinned so the audit assertions do not depend on defaults.
 const HOOKS: &str = "[hooks]\ntools_call = \"both\"\ninventory = true\n";
 
-const DENY_AND_REDACT_RULES: &str = r#"
-[policy]
-default = "allow"
-
-[[policy.rule]]
-name = "no-environment-dump"
-hook = "steps/toolCallRequest"
-tool = "get-env"
-decision = "deny"
-reasoning = "dumping the server environment would expose credentials"
-
-[[policy.rule]]
-name = "redact-ssn"
-hook = "steps/toolCallResult"
-decision = "modify"
-reasoning = "US social security numbers are removed from tool output"
-redact = { pointer = "/outputs", regex = '\b\d{3}-\d{2}-\d{4}\b', replacement = "[REDACTED]" }
-"#;
+const DEFAULT_ALLOW: &str = "[policy]\ndefault = \"allow\"\n";
 
 const ASK_RULE: &str = r#"
 [policy]
@@ -390,7 +374,7 @@ fn python_client_through_proxy_to_server_everything() {
     let scratch = Scratch::new();
     let config = scratch.config(
         &support::server_everything(),
-        &format!("{HOOKS}\n{DENY_AND_REDACT_RULES}"),
+        &format!("{HOOKS}\n{DEFAULT_ALLOW}{DENY_AND_REDACT_RULES}"),
     );
     let echo_args = format!(r#"{{"message": "my ssn is {SSN}, keep it safe"}}"#);
     let run = run_client(
@@ -603,7 +587,7 @@ fn python_client_through_proxy_to_server_everything() {
     assert_ne!(result["isError"], true, "echo failed: {result}");
     let text = all_text(result);
     assert!(
-        text.contains("[REDACTED]"),
+        text.contains("[REDACTED SSN]"),
         "echo result not redacted: {text}"
     );
     assert!(!text.contains(SSN), "the SSN reached the client: {text}");

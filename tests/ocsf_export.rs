@@ -11,33 +11,20 @@ use std::collections::HashSet;
 use std::process::Command;
 
 use serde_json::{json, Value};
+use support::policies::DENY_AND_REDACT_RULES;
 use support::{parse, tool_call, Proxy, Scratch};
 
-const POLICY: &str = r#"
+const HOOKS: &str = r#"
 [hooks]
 tools_call = "both"
 user_id = "ada"
 roles = ["analyst"]
 tenant = "acme"
-
-[[policy.rule]]
-name = "no-environment-dump"
-hook = "steps/toolCallRequest"
-tool = "get-env"
-decision = "deny"
-reasoning = "dumping the server environment would expose credentials"
-
-[[policy.rule]]
-name = "redact-ssn"
-hook = "steps/toolCallResult"
-decision = "modify"
-reasoning = "US social security numbers are removed from tool output"
-redact = { pointer = "/outputs", regex = '\b\d{3}-\d{2}-\d{4}\b', replacement = "[REDACTED SSN]" }
 "#;
 
 /// A session with allowed, denied and modified calls; its audit log.
 fn session_log(scratch: &Scratch) -> Vec<Value> {
-    let mut proxy = Proxy::start(&scratch.demo_config(POLICY));
+    let mut proxy = Proxy::start(&scratch.demo_config(&format!("{HOOKS}{DENY_AND_REDACT_RULES}")));
     proxy.initialize(json!({}));
     proxy.send(&tool_call(2, "echo", json!({"text": "hello"})));
     proxy.response(&json!(2));

@@ -34,8 +34,8 @@ pub struct BenchArgs {
     /// Calls in each concurrent phase of the http suite.
     #[arg(long, default_value_t = 5000)]
     pub http_calls: usize,
-    /// Gateways of the http suite: acs-proxy, supergateway, mcp-proxy.
-    #[arg(long, value_delimiter = ',', default_values_t = ["acs-proxy".to_owned(), "supergateway".to_owned(), "mcp-proxy".to_owned()])]
+    /// Gateways of the http suite: bare-relay (the floor), acs-proxy, supergateway, mcp-proxy.
+    #[arg(long, value_delimiter = ',', default_values_t = ["bare-relay".to_owned(), "acs-proxy".to_owned(), "supergateway".to_owned(), "mcp-proxy".to_owned()])]
     pub gateways: Vec<String>,
     /// Idle sessions held at once in the scale suite.
     #[arg(long, default_value_t = 5000)]
@@ -92,6 +92,8 @@ pub struct Context {
     pub proxy: PathBuf,
     /// This benchmark's own binary (it serves the echo upstream and the Guardian).
     pub bench: PathBuf,
+    /// `acs-proxy-bare-relay`, built beside this binary: the floor scenario.
+    pub bare_relay: PathBuf,
     pub bench_peers: PathBuf,
     pub work: PathBuf,
     pub servers: Vec<Server>,
@@ -175,9 +177,17 @@ impl Context {
             eprintln!("acs-proxy-bench: {note}");
         }
         let bench = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+        let bare_relay = bench.with_file_name("acs-proxy-bare-relay");
+        if !bare_relay.exists() {
+            return Err(format!(
+                "{} not found: run `cargo build --release --workspace` first",
+                bare_relay.display()
+            ));
+        }
         Ok(Context {
             proxy,
             bench,
+            bare_relay,
             bench_peers: args
                 .bench_peers
                 .clone()

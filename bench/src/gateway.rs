@@ -1,5 +1,6 @@
 //! The gateways of the http suite, each exposing one stdio MCP server over
-//! Streamable HTTP: acs-proxy (full governance), `supergateway` (npm) and
+//! Streamable HTTP: acs-proxy (full governance), its bare relay (the same
+//! transports, nothing between them: the floor), `supergateway` (npm) and
 //! `mcp-proxy` (PyPI), the latter two installed by `bench/install-peers`.
 
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use crate::setup::{Decider, Listen, ProxySetup, Server, Upstream};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     AcsProxy,
+    BareRelay,
     Supergateway,
     McpProxy,
 }
@@ -43,6 +45,7 @@ impl Gateway {
         for key in &args.gateways {
             let (kind, entry) = match key.as_str() {
                 "acs-proxy" => (Kind::AcsProxy, context.proxy.clone()),
+                "bare-relay" => (Kind::BareRelay, context.bare_relay.clone()),
                 "supergateway" => (
                     Kind::Supergateway,
                     context
@@ -55,7 +58,7 @@ impl Gateway {
                 ),
                 other => {
                     return Err(format!(
-                        "unknown gateway {other:?} (acs-proxy, supergateway, mcp-proxy)"
+                        "unknown gateway {other:?} (acs-proxy, bare-relay, supergateway, mcp-proxy)"
                     ))
                 }
             };
@@ -75,6 +78,7 @@ impl Gateway {
     pub fn title(&self) -> &'static str {
         match self.kind {
             Kind::AcsProxy => "acs-proxy",
+            Kind::BareRelay => "bare relay",
             Kind::Supergateway => "supergateway",
             Kind::McpProxy => "mcp-proxy",
         }
@@ -95,7 +99,7 @@ impl Gateway {
             .ok_or_else(|| format!("no port in {address}"))?
             .to_owned();
         match self.kind {
-            Kind::AcsProxy => {
+            Kind::AcsProxy | Kind::BareRelay => {
                 let audit = work.join(format!("audit-{tag}.jsonl"));
                 let _ = std::fs::remove_file(&audit);
                 let config = work.join(format!("proxy-{tag}.toml"));
@@ -114,7 +118,8 @@ impl Gateway {
                 Ok(Launch {
                     command: vec![absolute(&self.entry), "--config".into(), absolute(&config)],
                     path: "/mcp",
-                    audit: Some(audit),
+                    // The bare relay writes no audit log.
+                    audit: (self.kind == Kind::AcsProxy).then_some(audit),
                 })
             }
             // Stateful: one child per session, as acs-proxy does (the

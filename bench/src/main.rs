@@ -63,7 +63,7 @@ enum Helper {
         #[arg(long)]
         addr_file: PathBuf,
     },
-    /// The test Guardian over HTTP, timing its own service of each request.
+    /// The test Guardian over HTTP or stdio, timing its own service of each request.
     ServeGuardian {
         #[arg(long, default_value = "127.0.0.1:0")]
         addr: SocketAddr,
@@ -72,6 +72,9 @@ enum Helper {
         /// The shared secret, standard base64.
         #[arg(long)]
         secret_b64: String,
+        /// Serve ACS on stdin/stdout (the listener then serves `/stats` only).
+        #[arg(long)]
+        stdio: bool,
     },
 }
 
@@ -85,10 +88,11 @@ fn main() {
             addr,
             addr_file,
             secret_b64,
+            stdio,
         }) => base64::engine::general_purpose::STANDARD
             .decode(secret_b64.trim())
             .map_err(|e| format!("--secret-b64: {e}"))
-            .and_then(|secret| timed_guardian::serve(addr, &addr_file, secret))
+            .and_then(|secret| timed_guardian::serve(addr, &addr_file, secret, stdio))
             .map(|()| None),
         None => run(&args.bench).map(Some),
     };

@@ -7,6 +7,36 @@ use crate::procfs::CpuSample;
 use crate::stats::{median, percentile, range};
 use crate::timed_guardian::ServiceTimes;
 
+/// How the load generator reaches the server in one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// The server alone.
+    Direct,
+    /// `acs-proxy-bare-relay` in front of it: the gateway's transports,
+    /// nothing else; the floor governance is measured against.
+    BareRelay,
+    /// acs-proxy with full governance.
+    Governed,
+}
+
+impl Scenario {
+    /// Every scenario, in the order the report lists them.
+    pub const ALL: [Scenario; 3] = [Scenario::Direct, Scenario::BareRelay, Scenario::Governed];
+
+    /// Its name in file names, progress lines and the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Direct => "direct",
+            Scenario::BareRelay => "bare-relay",
+            Scenario::Governed => "acs-proxy",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
 /// One phase of one run.
 #[derive(Debug, Clone)]
 pub struct PhaseResult {
@@ -88,8 +118,8 @@ impl RunResult {
 pub struct Report {
     servers: Vec<String>,
     phases: Vec<String>,
-    /// `runs[server][proxied as usize]`, one per round.
-    runs: Vec<[Vec<RunResult>; 2]>,
+    /// `runs[server][scenario.index()]`, one per round.
+    runs: Vec<[Vec<RunResult>; 3]>,
     pub parameters: String,
     pub notes: Vec<String>,
 }
@@ -100,10 +130,17 @@ const TARGET_ADDED_P99_US: f64 = 300.0;
 const TARGET_PROXY_CPU_US: f64 = 40.0;
 const TARGET_THROUGHPUT_RATIO: f64 = 0.9;
 const TARGET_RSS_MB: f64 = 20.0;
+/// What governance may add over the bare relay (stdio, sequential p50 and
+/// proxy CPU at 16 in flight).
+const TARGET_GOVERNANCE_P50_US: f64 = 15.0;
+const TARGET_GOVERNANCE_CPU_US: f64 = 15.0;
 
 impl Report {
     pub fn new(servers: Vec<String>, phases: Vec<String>) -> Self {
-        let runs = servers.iter().map(|_| [Vec::new(), Vec::new()]).collect();
+        let runs = servers
+            .iter()
+            .map(|_| [Vec::new(), Vec::new(), Vec::new()])
+            .collect();
         Report {
             servers,
             phases,
@@ -113,55 +150,56 @@ impl Report {
         }
     }
 
-    pub fn add(&mut self, server: usize, proxied: bool, run: RunResult) {
-        self.runs[server][usize::from(proxied)].push(run);
+    pub fn add(&mut self, server: usize, scenario: Scenario, run: RunResult) {
+        self.runs[server][scenario.index()].push(run);
     }
 
-    /// Median over rounds of `metric` for one server, path and phase.
+    fn runs(&self, server: usize, scenario: Scenario) -> &[RunResult] {
+        &self.runs[server][scenario.index()]
+    }
+
+    /// Median over rounds of `metric` for one server, scenario and phase.
     fn med(
         &self,
         server: usize,
-        proxied: bool,
+        scenario: Scenario,
         phase: usize,
         metric: fn(&PhaseResult) -> f64,
     ) -> f64 {
         median(
-            self.runs[server][usize::from(proxied)]
+            self.runs(server, scenario)
                 .iter()
                 .map(|run| metric(&run.phases[phase])),
         )
     }
 
-    /// Per-round `combine(proxied, direct)` of `metric`, paired by round.
-    fn paired(
-        &self,
-        server: usize,
-        phase: usize,
-        metric: fn(&PhaseResult) -> f64,
-        combine: fn(f64, f64) -> f64,
-    ) -> Vec<f64> {
-        let [direct, proxied] = &self.runs[server];
-        direct
-            .iter()
-            .zip(proxied)
-            .map(|(d, p)| combine(metric(&p.phases[phase]), metric(&d.phases[phase])))
-            .collect()
-    }
-
+    /// Median over rounds of `combine(over, base)` of `metric`, paired by
+    /// round, so slow and fast rounds of the machine cancel out.
     fn paired_median(
         &self,
         server: usize,
+        (over, base): (Scenario, Scenario),
         phase: usize,
         metric: fn(&PhaseResult) -> f64,
         combine: fn(f64, f64) -> f64,
     ) -> f64 {
-        median(self.paired(server, phase, metric, combine))
+        median(
+            self.runs(server, base)
+                .iter()
+                .zip(self.runs(server, over))
+                .map(|(b, o)| combine(metric(&o.phases[phase]), metric(&b.phases[phase]))),
+        )
+    }
+
+    /// Whether every scenario of `pair` ran for `server`.
+    fn has(&self, server: usize, (over, base): (Scenario, Scenario)) -> bool {
+        !self.runs(server, over).is_empty() && !self.runs(server, base).is_empty()
     }
 
     pub fn markdown(&self) -> String {
         let mut md = String::new();
         let rounds = self.runs.first().map_or(0, |r| r[0].len());
-        let _ = writeln!(md, "\n## stdio suite: direct vs through acs-proxy\n");
+        let _ = writeln!(md, "\n## stdio suite: direct, bare relay and acs-proxy\n");
         let _ = writeln!(md, "- parameters: {}", self.parameters);
         for note in &self.notes {
             let _ = writeln!(md, "- note: {note}");
@@ -169,10 +207,19 @@ impl Report {
         let _ = writeln!(
             md,
             "\nFigures are medians over {rounds} rounds. \"CPU/call\" is CPU time (user + system, \
-             from /proc) divided by calls: *process* is the spawned command (the proxy when \
-             proxied, the server when direct), *tree* adds its children (the server behind the proxy)."
+             from /proc) divided by calls: *process* is the spawned command (the relay in front \
+             of the server, or the server when direct), *tree* adds its children (the server \
+             behind the relay). The bare relay is acs-proxy's transports with nothing between \
+             them: what acs-proxy adds beyond it is what governance costs."
         );
+        self.scenarios_table(&mut md);
+        self.pairs_table(&mut md);
+        self.memory_table(&mut md);
+        self.targets(&mut md);
+        md
+    }
 
+    fn scenarios_table(&self, md: &mut String) {
         let _ = writeln!(md, "\n### Per scenario\n");
         let _ = writeln!(
             md,
@@ -180,56 +227,72 @@ impl Report {
         );
         let _ = writeln!(md, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         for (s, title) in self.servers.iter().enumerate() {
-            for proxied in [false, true] {
-                if self.runs[s][usize::from(proxied)].is_empty() {
+            for scenario in Scenario::ALL {
+                if self.runs(s, scenario).is_empty() {
                     continue;
                 }
                 for (p, phase) in self.phases.iter().enumerate() {
-                    let errors: usize = self.runs[s][usize::from(proxied)]
+                    let errors: usize = self
+                        .runs(s, scenario)
                         .iter()
                         .map(|run| run.phases[p].errors)
                         .sum();
                     let _ = writeln!(
                         md,
                         "| {title} | {} | {phase} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {errors} |",
-                        path_name(proxied),
-                        self.med(s, proxied, p, |r| r.p50_us),
-                        self.med(s, proxied, p, |r| r.p99_us),
-                        self.med(s, proxied, p, |r| r.mean_us),
-                        self.med(s, proxied, p, |r| r.calls_per_s),
-                        self.med(s, proxied, p, |r| r.root_cpu_us),
-                        self.med(s, proxied, p, |r| r.tree_cpu_us),
-                        self.med(s, proxied, p, |r| r.switches),
+                        scenario.name(),
+                        self.med(s, scenario, p, |r| r.p50_us),
+                        self.med(s, scenario, p, |r| r.p99_us),
+                        self.med(s, scenario, p, |r| r.mean_us),
+                        self.med(s, scenario, p, |r| r.calls_per_s),
+                        self.med(s, scenario, p, |r| r.root_cpu_us),
+                        self.med(s, scenario, p, |r| r.tree_cpu_us),
+                        self.med(s, scenario, p, |r| r.switches),
                     );
                 }
             }
         }
+    }
 
-        let _ = writeln!(md, "\n### Proxied vs direct (paired per round, medians)\n");
+    /// The bare relay and acs-proxy against the server alone, and acs-proxy
+    /// against the bare relay: the floor, the whole cost, and governance.
+    fn pairs_table(&self, md: &mut String) {
+        let _ = writeln!(md, "\n### Paired per round (medians)\n");
         let _ = writeln!(
             md,
-            "| server | phase | p50 ratio | p99 ratio | throughput ratio | added p50 µs | added p99 µs | proxy CPU/call µs | added tree CPU/call µs |"
+            "| server | comparison | phase | p50 ratio | p99 ratio | throughput ratio | added p50 µs | added p99 µs | added process CPU/call µs | added tree CPU/call µs |"
         );
-        let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(md, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        let pairs = [
+            (Scenario::BareRelay, Scenario::Direct),
+            (Scenario::Governed, Scenario::Direct),
+            (Scenario::Governed, Scenario::BareRelay),
+        ];
         for (s, title) in self.servers.iter().enumerate() {
-            if self.runs[s].iter().any(Vec::is_empty) {
-                continue;
-            }
-            for (p, phase) in self.phases.iter().enumerate() {
-                let _ = writeln!(
-                    md,
-                    "| {title} | {phase} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} |",
-                    self.paired_median(s, p, |r| r.p50_us, ratio),
-                    self.paired_median(s, p, |r| r.p99_us, ratio),
-                    self.paired_median(s, p, |r| r.calls_per_s, ratio),
-                    self.paired_median(s, p, |r| r.p50_us, difference),
-                    self.paired_median(s, p, |r| r.p99_us, difference),
-                    self.med(s, true, p, |r| r.root_cpu_us),
-                    self.paired_median(s, p, |r| r.tree_cpu_us, difference),
-                );
+            for pair in pairs {
+                if !self.has(s, pair) {
+                    continue;
+                }
+                for (p, phase) in self.phases.iter().enumerate() {
+                    let _ = writeln!(
+                        md,
+                        "| {title} | {} vs {} | {phase} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} |",
+                        pair.0.name(),
+                        pair.1.name(),
+                        self.paired_median(s, pair, p, |r| r.p50_us, ratio),
+                        self.paired_median(s, pair, p, |r| r.p99_us, ratio),
+                        self.paired_median(s, pair, p, |r| r.calls_per_s, ratio),
+                        self.paired_median(s, pair, p, |r| r.p50_us, difference),
+                        self.paired_median(s, pair, p, |r| r.p99_us, difference),
+                        self.paired_median(s, pair, p, process_cpu, difference),
+                        self.paired_median(s, pair, p, |r| r.tree_cpu_us, difference),
+                    );
+                }
             }
         }
+    }
 
+    fn memory_table(&self, md: &mut String) {
         let _ = writeln!(md, "\n### Memory and audit\n");
         let _ = writeln!(
             md,
@@ -237,8 +300,8 @@ impl Report {
         );
         let _ = writeln!(md, "|---|---|---:|---:|---:|---:|");
         for (s, title) in self.servers.iter().enumerate() {
-            for proxied in [false, true] {
-                let runs = &self.runs[s][usize::from(proxied)];
+            for scenario in Scenario::ALL {
+                let runs = self.runs(s, scenario);
                 if runs.is_empty() {
                     continue;
                 }
@@ -255,25 +318,14 @@ impl Report {
                 let _ = writeln!(
                     md,
                     "| {title} | {} | {:.1} ({lo:.1}–{hi:.1}) | {:.1} | {} | {} |",
-                    path_name(proxied),
+                    scenario.name(),
                     median(runs.iter().map(rss)),
                     median(runs.iter().map(|r| r.tree_rss_kib as f64 / 1024.0)),
-                    if entries.is_nan() {
-                        "–".into()
-                    } else {
-                        format!("{entries:.0}")
-                    },
-                    if per_call.is_nan() {
-                        "–".into()
-                    } else {
-                        format!("{per_call:.2}")
-                    },
+                    dash_or(entries, 0),
+                    dash_or(per_call, 2),
                 );
             }
         }
-
-        self.targets(&mut md);
-        md
     }
 
     /// The stdio targets, read on the demo server (the fastest peer, so the
@@ -282,82 +334,143 @@ impl Report {
         let Some(s) = self.servers.iter().position(|t| t.starts_with("demo")) else {
             return;
         };
-        if self.runs[s].iter().any(Vec::is_empty) {
+        let whole = (Scenario::Governed, Scenario::Direct);
+        if !self.has(s, whole) {
             return;
         }
         let seq = 0;
         let first_pipelined = self.phases.iter().position(|p| p.starts_with("16 "));
-        let mut rows: Vec<(String, String, String, bool)> = Vec::new();
-        let added_p50 = self.paired_median(s, seq, |r| r.p50_us, difference);
-        rows.push((
-            "added p50 per tools/call round trip".into(),
-            format!("≤ {TARGET_ADDED_P50_US} µs"),
-            format!("{added_p50:.1} µs (sequential)"),
-            added_p50 <= TARGET_ADDED_P50_US,
+        let mut rows = Vec::new();
+        let added_p50 = self.paired_median(s, whole, seq, |r| r.p50_us, difference);
+        rows.push(Target::at_most(
+            "added p50 per tools/call round trip",
+            TARGET_ADDED_P50_US,
+            added_p50,
+            "µs (sequential)",
         ));
-        let added_p99 = self.paired_median(s, seq, |r| r.p99_us, difference);
-        rows.push((
-            "added p99 per tools/call round trip".into(),
-            format!("≤ {TARGET_ADDED_P99_US} µs"),
-            format!("{added_p99:.1} µs (sequential)"),
-            added_p99 <= TARGET_ADDED_P99_US,
+        let added_p99 = self.paired_median(s, whole, seq, |r| r.p99_us, difference);
+        rows.push(Target::at_most(
+            "added p99 per tools/call round trip",
+            TARGET_ADDED_P99_US,
+            added_p99,
+            "µs (sequential)",
         ));
-        let cpu_seq = self.med(s, true, seq, |r| r.root_cpu_us);
-        rows.push((
-            "proxy CPU per call".into(),
-            format!("≤ {TARGET_PROXY_CPU_US} µs"),
-            format!("{cpu_seq:.1} µs (sequential)"),
-            cpu_seq <= TARGET_PROXY_CPU_US,
+        let cpu_seq = self.med(s, Scenario::Governed, seq, process_cpu);
+        rows.push(Target::at_most(
+            "proxy CPU per call",
+            TARGET_PROXY_CPU_US,
+            cpu_seq,
+            "µs (sequential)",
         ));
         if let Some(p) = first_pipelined {
-            let cpu = self.med(s, true, p, |r| r.root_cpu_us);
-            rows.push((
-                "proxy CPU per call".into(),
-                format!("≤ {TARGET_PROXY_CPU_US} µs"),
-                format!("{cpu:.1} µs (16 in flight)"),
-                cpu <= TARGET_PROXY_CPU_US,
+            let cpu = self.med(s, Scenario::Governed, p, process_cpu);
+            rows.push(Target::at_most(
+                "proxy CPU per call",
+                TARGET_PROXY_CPU_US,
+                cpu,
+                "µs (16 in flight)",
             ));
-            let throughput = self.paired_median(s, p, |r| r.calls_per_s, ratio);
-            rows.push((
-                "throughput at 16 in flight vs direct".into(),
-                format!("≥ {TARGET_THROUGHPUT_RATIO}×"),
-                format!("{throughput:.2}×"),
-                throughput >= TARGET_THROUGHPUT_RATIO,
+            let throughput = self.paired_median(s, whole, p, |r| r.calls_per_s, ratio);
+            rows.push(Target::at_least(
+                "throughput at 16 in flight vs direct",
+                TARGET_THROUGHPUT_RATIO,
+                throughput,
+                "×",
             ));
         }
+        let governance = (Scenario::Governed, Scenario::BareRelay);
+        if self.has(s, governance) {
+            let added = self.paired_median(s, governance, seq, |r| r.p50_us, difference);
+            rows.push(Target::at_most(
+                "governance: added p50 over the bare relay",
+                TARGET_GOVERNANCE_P50_US,
+                added,
+                "µs (sequential)",
+            ));
+            if let Some(p) = first_pipelined {
+                let cpu = self.paired_median(s, governance, p, process_cpu, difference);
+                rows.push(Target::at_most(
+                    "governance: proxy CPU per call beyond the bare relay",
+                    TARGET_GOVERNANCE_CPU_US,
+                    cpu,
+                    "µs (16 in flight)",
+                ));
+            }
+        }
         let rss = median(
-            self.runs[s][1]
+            self.runs(s, Scenario::Governed)
                 .iter()
                 .map(|r| r.root_rss_kib as f64 / 1024.0),
         );
-        rows.push((
-            "proxy peak RSS, one stdio session".into(),
-            format!("≤ {TARGET_RSS_MB} MB"),
-            format!("{rss:.1} MB"),
-            rss <= TARGET_RSS_MB,
+        rows.push(Target::at_most(
+            "proxy peak RSS, one stdio session",
+            TARGET_RSS_MB,
+            rss,
+            "MB",
         ));
         let _ = writeln!(md, "\n### Targets (stdio, demo server)\n");
         let _ = writeln!(md, "| target | goal | measured | status |");
         let _ = writeln!(md, "|---|---|---|---|");
-        for (name, goal, measured, met) in rows {
-            let status = if met { "met" } else { "**not met**" };
-            let _ = writeln!(md, "| {name} | {goal} | {measured} | {status} |");
+        for row in rows {
+            let status = if row.met { "met" } else { "**not met**" };
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {status} |",
+                row.name, row.goal, row.measured
+            );
         }
     }
 }
 
-fn path_name(proxied: bool) -> &'static str {
-    if proxied {
-        "proxied"
-    } else {
-        "direct"
+/// One row of the targets table.
+struct Target {
+    name: &'static str,
+    goal: String,
+    measured: String,
+    met: bool,
+}
+
+impl Target {
+    fn at_most(name: &'static str, goal: f64, measured: f64, unit: &str) -> Self {
+        Target {
+            name,
+            goal: format!("≤ {goal} {}", unit_only(unit)),
+            measured: format!("{measured:.1} {unit}"),
+            met: measured <= goal,
+        }
+    }
+
+    fn at_least(name: &'static str, goal: f64, measured: f64, unit: &str) -> Self {
+        Target {
+            name,
+            goal: format!("≥ {goal}{unit}"),
+            measured: format!("{measured:.2}{unit}"),
+            met: measured >= goal,
+        }
     }
 }
 
-fn ratio(proxied: f64, direct: f64) -> f64 {
-    proxied / direct
+/// `µs` of `µs (sequential)`.
+fn unit_only(unit: &str) -> &str {
+    unit.split_whitespace().next().unwrap_or(unit)
 }
 
-fn difference(proxied: f64, direct: f64) -> f64 {
-    proxied - direct
+fn dash_or(value: f64, decimals: usize) -> String {
+    if value.is_nan() {
+        "–".into()
+    } else {
+        format!("{value:.decimals$}")
+    }
+}
+
+fn process_cpu(r: &PhaseResult) -> f64 {
+    r.root_cpu_us
+}
+
+fn ratio(over: f64, base: f64) -> f64 {
+    over / base
+}
+
+fn difference(over: f64, base: f64) -> f64 {
+    over - base
 }

@@ -93,6 +93,12 @@ pub enum Decider {
     Embedded { rules: usize },
     /// A remote ACS Guardian over HTTP, both hooks of a call in one batch.
     Remote { url: String, secret_file: PathBuf },
+    /// A remote ACS Guardian the proxy spawns and speaks to over stdio,
+    /// both hooks of a call in one batch.
+    RemoteStdio {
+        command: Vec<String>,
+        secret_file: PathBuf,
+    },
 }
 
 /// One proxy configuration of the benchmark: full governance (`tools_call
@@ -120,14 +126,7 @@ impl ProxySetup {
             ),
         };
         let upstream = match &self.upstream {
-            Upstream::Command(command) => format!(
-                "command = [{}]\n",
-                command
-                    .iter()
-                    .map(|arg| format!("{arg:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            Upstream::Command(command) => format!("command = {}\n", toml_strings(command)),
             Upstream::Url(url) => format!("url = {url:?}\n"),
         };
         let (guardian, rules) = match &self.decider {
@@ -137,6 +136,17 @@ impl ProxySetup {
             Decider::Remote { url, secret_file } => (
                 format!(
                     "mode = \"remote\"\nurl = {url:?}\nsecret_file = {:?}\nbatch = true\n",
+                    secret_file.display().to_string()
+                ),
+                String::new(),
+            ),
+            Decider::RemoteStdio {
+                command,
+                secret_file,
+            } => (
+                format!(
+                    "mode = \"remote\"\ncommand = {}\nsecret_file = {:?}\nbatch = true\n",
+                    toml_strings(command),
                     secret_file.display().to_string()
                 ),
                 String::new(),
@@ -165,6 +175,12 @@ fsync = "batch"
             audit = self.audit.display().to_string(),
         )
     }
+}
+
+/// `["a", "b"]`: a TOML array of strings.
+fn toml_strings(words: &[String]) -> String {
+    let quoted: Vec<String> = words.iter().map(|word| format!("{word:?}")).collect();
+    format!("[{}]", quoted.join(", "))
 }
 
 /// The workspace root (this crate lives in `<root>/bench`).

@@ -1,9 +1,9 @@
 //! The guardian suite: stdio → demo server, directly, through acs-proxy with
 //! the embedded Guardian, and through acs-proxy asking a remote ACS
-//! Guardian over HTTP (the workspace's test Guardian, allow-everything,
-//! batches on, served by `acs-proxy-bench serve-guardian`, which times its
-//! own service of every request). The three alternate, the order rotating
-//! every round.
+//! Guardian over HTTP and over stdio (the workspace's test Guardian,
+//! allow-everything, batches on, served by `acs-proxy-bench serve-guardian`,
+//! which times its own service of every request; over stdio acs-proxy
+//! spawns it). The four alternate, the order rotating every round.
 //!
 //! The Guardian's service time per call (the sum of its per-request times
 //! over the phase, divided by calls) is subtracted from the latency the
@@ -22,16 +22,25 @@ use crate::report::RunResult;
 use crate::service::Service;
 use crate::setup::Decider;
 use crate::stats::median;
-use crate::suite_stdio::run_one;
+use crate::suite_stdio::{run_one, Front};
+use crate::timed_guardian::StatsAt;
 
 /// What acs-proxy may add beyond the Guardian's service time, at p50.
-const TARGET_ADDED_BEYOND_GUARDIAN_US: f64 = 60.0;
+const TARGET_BEYOND_GUARDIAN_HTTP_US: f64 = 100.0;
+const TARGET_BEYOND_GUARDIAN_STDIO_US: f64 = 60.0;
 
 /// The shared secret of the benchmark Guardian (32 bytes; not a real key).
 const SECRET: &[u8; 32] = b"acs-proxy-bench shared secret 32";
 
-/// The three paths, in report order.
-const PATHS: [&str; 3] = ["direct", "embedded Guardian", "remote Guardian"];
+/// The four paths, in report order.
+const PATHS: [&str; 4] = [
+    "direct",
+    "embedded Guardian",
+    "remote Guardian (HTTP)",
+    "remote Guardian (stdio)",
+];
+const REMOTE_HTTP: usize = 2;
+const REMOTE_STDIO: usize = 3;
 
 /// Runs the suite and returns its report section.
 pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
@@ -48,28 +57,49 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
     for &n in &args.in_flight {
         phases.push((format!("{n} in flight"), n, args.pipelined));
     }
-    let mut runs: [Vec<RunResult>; 3] = Default::default();
+    let stdio_addr_file = context.work.join("guardian-stdio-addr");
+    let stdio_guardian = context.pinned(vec![
+        crate::context::absolute(&context.bench),
+        "serve-guardian".into(),
+        "--stdio".into(),
+        "--addr-file".into(),
+        crate::context::absolute(&stdio_addr_file),
+        "--secret-b64".into(),
+        base64::engine::general_purpose::STANDARD.encode(SECRET),
+    ]);
+    let mut runs: [Vec<RunResult>; 4] = Default::default();
     for round in 0..args.rounds {
         for turn in 0..PATHS.len() {
             let path = (turn + round) % PATHS.len();
-            let decider = match path {
-                0 => None,
-                1 => Some(Decider::Embedded { rules: args.rules }),
-                _ => Some(Decider::Remote {
+            let front = match path {
+                0 => Front::Nothing,
+                1 => Front::Proxy(Decider::Embedded { rules: args.rules }),
+                REMOTE_HTTP => Front::Proxy(Decider::Remote {
                     url: url.clone(),
+                    secret_file: secret_file.clone(),
+                }),
+                _ => Front::Proxy(Decider::RemoteStdio {
+                    command: stdio_guardian.clone(),
                     secret_file: secret_file.clone(),
                 }),
             };
             let tag = format!(
                 "guardian-{}-r{round}",
-                ["direct", "embedded", "remote"][path]
+                ["direct", "embedded", "remote", "remote-stdio"][path]
             );
-            let guardian = (path == 2).then_some(addr);
+            let guardian = match path {
+                REMOTE_HTTP => Some(StatsAt::Addr(addr)),
+                REMOTE_STDIO => {
+                    let _ = std::fs::remove_file(&stdio_addr_file);
+                    Some(StatsAt::File(stdio_addr_file.clone()))
+                }
+                _ => None,
+            };
             let result = run_one(
                 args,
                 context,
                 server,
-                decider,
+                front,
                 &tag,
                 round == 0,
                 &phases,
@@ -130,7 +160,7 @@ pub fn wait_for_addr_file(path: &std::path::Path, timeout: Duration) -> Result<S
 fn markdown(
     args: &BenchArgs,
     phases: &[(String, usize, usize)],
-    runs: &[Vec<RunResult>; 3],
+    runs: &[Vec<RunResult>; 4],
 ) -> String {
     let mut md =
         String::from("\n## guardian suite: stdio → demo server, embedded vs remote Guardian\n\n");
@@ -144,21 +174,21 @@ fn markdown(
             let med = |metric: fn(&crate::report::PhaseResult) -> f64| {
                 median(runs[path].iter().map(|r| metric(&r.phases[p])))
             };
-            let (posts, service, post_p50) = if path == 2 {
+            let (posts, service, post_p50) = if path >= REMOTE_HTTP {
                 (
                     format!(
                         "{:.2}",
-                        guardian_median(&runs[2], p, |t, _| t.requests as f64 / *calls as f64)
+                        guardian_median(&runs[path], p, |t, _| t.requests as f64 / *calls as f64)
                     ),
                     format!(
                         "{:.1}",
-                        guardian_median(&runs[2], p, |t, _| t.total_ns as f64
+                        guardian_median(&runs[path], p, |t, _| t.total_ns as f64
                             / 1000.0
                             / *calls as f64)
                     ),
                     format!(
                         "{:.1}",
-                        guardian_median(&runs[2], p, |t, _| t.p50_ns as f64 / 1000.0)
+                        guardian_median(&runs[path], p, |t, _| t.p50_ns as f64 / 1000.0)
                     ),
                 )
             } else {
@@ -180,10 +210,10 @@ fn markdown(
     );
     let _ = writeln!(
         md,
-        "| phase | added p50 remote − direct µs | Guardian service/call µs | added p50 beyond the Guardian µs | added p50 embedded − direct µs |"
+        "| phase | transport | added p50 remote − direct µs | Guardian service/call µs | added p50 beyond the Guardian µs | added p50 embedded − direct µs |"
     );
-    let _ = writeln!(md, "|---|---:|---:|---:|---:|");
-    let mut sequential_beyond = f64::NAN;
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|");
+    let mut sequential_beyond = [f64::NAN; 2];
     for (p, (phase, _, calls)) in phases.iter().enumerate() {
         let paired = |path: usize| {
             median(
@@ -193,39 +223,53 @@ fn markdown(
                     .map(|(x, d)| x.phases[p].p50_us - d.phases[p].p50_us),
             )
         };
-        let beyond = median(runs[2].iter().zip(&runs[0]).map(|(r, d)| {
-            let service = r
-                .guardian
-                .get(p)
-                .map_or(0.0, |t| t.total_ns as f64 / 1000.0 / *calls as f64);
-            r.phases[p].p50_us - d.phases[p].p50_us - service
-        }));
-        if p == 0 {
-            sequential_beyond = beyond;
+        for (slot, (path, transport)) in [(REMOTE_HTTP, "HTTP"), (REMOTE_STDIO, "stdio")]
+            .into_iter()
+            .enumerate()
+        {
+            let beyond = median(runs[path].iter().zip(&runs[0]).map(|(r, d)| {
+                let service = r
+                    .guardian
+                    .get(p)
+                    .map_or(0.0, |t| t.total_ns as f64 / 1000.0 / *calls as f64);
+                r.phases[p].p50_us - d.phases[p].p50_us - service
+            }));
+            if p == 0 {
+                sequential_beyond[slot] = beyond;
+            }
+            let _ = writeln!(
+                md,
+                "| {phase} | {transport} | {:.1} | {:.1} | {beyond:.1} | {:.1} |",
+                paired(path),
+                guardian_median(&runs[path], p, |t, _| t.total_ns as f64
+                    / 1000.0
+                    / *calls as f64),
+                paired(1),
+            );
         }
-        let _ = writeln!(
-            md,
-            "| {phase} | {:.1} | {:.1} | {beyond:.1} | {:.1} |",
-            paired(2),
-            guardian_median(&runs[2], p, |t, _| t.total_ns as f64
-                / 1000.0
-                / *calls as f64),
-            paired(1),
-        );
     }
-    let _ = writeln!(md, "\n### Target (remote Guardian)\n");
+    let _ = writeln!(md, "\n### Targets (remote Guardian)\n");
     let _ = writeln!(md, "| target | goal | measured | status |");
     let _ = writeln!(md, "|---|---|---|---|");
-    let _ = writeln!(
-        md,
-        "| p50 added by acs-proxy beyond the Guardian's service time (sequential) | ≤ {TARGET_ADDED_BEYOND_GUARDIAN_US} µs | {sequential_beyond:.1} µs | {} |",
-        if sequential_beyond <= TARGET_ADDED_BEYOND_GUARDIAN_US { "met" } else { "**not met**" }
-    );
+    for (slot, (transport, goal)) in [
+        ("HTTP", TARGET_BEYOND_GUARDIAN_HTTP_US),
+        ("stdio", TARGET_BEYOND_GUARDIAN_STDIO_US),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let measured = sequential_beyond[slot];
+        let _ = writeln!(
+            md,
+            "| p50 added by acs-proxy beyond the Guardian's service time, over {transport} (sequential) | ≤ {goal} µs | {measured:.1} µs | {} |",
+            if measured <= goal { "met" } else { "**not met**" }
+        );
+    }
     let _ = writeln!(
         md,
         "\n- parameters: {} rounds; per run: {} warm-up calls, {} sequential calls, {} calls at each of {:?} in flight; \
          proxy: tools_call = \"both\", inventory on, audit fsync = \"batch\"; embedded: {} rules; remote: \
-         `[guardian] batch = true` (both hooks of a call in one POST), HMAC-SHA256 signing both ways; \
+         `[guardian] batch = true` (both hooks of a call in one request, over HTTP or stdio), HMAC-SHA256 signing both ways; \
          Guardian service time = its `Guardian::handle` (verify, chain, decide, sign) per POST, timed on its side",
         args.rounds, args.warmup, args.sequential, args.pipelined, args.in_flight, args.rules,
     );

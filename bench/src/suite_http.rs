@@ -19,6 +19,10 @@ use crate::suite_stdio::{count_lines, verify_audit};
 
 /// acs-proxy's throughput over each bridge's at 16 in flight.
 const TARGET_RATIO_AT_16: f64 = 5.0;
+/// What full governance may cost over HTTP: proxy CPU per call at 16 in
+/// flight, and sequential p50 added over the bare relay.
+const TARGET_CPU_AT_16_US: f64 = 60.0;
+const TARGET_GOVERNANCE_P50_US: f64 = 20.0;
 
 /// A phase: its name, requests in flight, calls.
 type Phase = (String, usize, usize);
@@ -315,7 +319,7 @@ impl HttpReport<'_> {
         let mut targets = Vec::new();
         for (s, server) in self.servers.iter().enumerate() {
             for (g, gateway) in self.gateways.iter().enumerate() {
-                if g == acs {
+                if g == acs || gateway.kind == Kind::BareRelay {
                     continue;
                 }
                 for (p, (phase, in_flight, _)) in self.phases.iter().enumerate() {
@@ -334,6 +338,7 @@ impl HttpReport<'_> {
                 }
             }
         }
+        let governance = self.governance(md, acs);
         let _ = writeln!(md, "\n### Targets (http)\n");
         let _ = writeln!(md, "| target | goal | measured | status |");
         let _ = writeln!(md, "|---|---|---|---|");
@@ -342,8 +347,90 @@ impl HttpReport<'_> {
             let _ = writeln!(
                 md,
                 "| calls/s at 16 in flight, acs-proxy ÷ {bridge} ({server}) | ≥ {TARGET_RATIO_AT_16}× | {throughput:.2}× | {} |",
-                if met { "met" } else { "**not met**" }
+                status(met)
             );
         }
+        for (server, added_p50, cpu_at_16) in governance {
+            let _ = writeln!(
+                md,
+                "| sequential p50 added over the bare relay ({server}) | ≤ {TARGET_GOVERNANCE_P50_US} µs | {added_p50:.1} µs | {} |",
+                status(added_p50 <= TARGET_GOVERNANCE_P50_US)
+            );
+            if let Some(cpu) = cpu_at_16 {
+                let _ = writeln!(
+                    md,
+                    "| acs-proxy CPU per call at 16 in flight ({server}) | ≤ {TARGET_CPU_AT_16_US} µs | {cpu:.1} µs | {} |",
+                    status(cpu <= TARGET_CPU_AT_16_US)
+                );
+            }
+        }
+    }
+
+    /// acs-proxy against its bare relay, paired per round: what governance
+    /// adds. Returns per server the sequential added p50 and acs-proxy's CPU
+    /// per call at 16 in flight, for the targets.
+    fn governance(&self, md: &mut String, acs: usize) -> Vec<(&str, f64, Option<f64>)> {
+        let Some(bare) = self.gateways.iter().position(|g| g.kind == Kind::BareRelay) else {
+            return Vec::new();
+        };
+        let _ = writeln!(
+            md,
+            "\n### What governance adds: acs-proxy vs its bare relay (paired per round, medians)\n"
+        );
+        let _ = writeln!(
+            md,
+            "| server | phase | added p50 µs | added p99 µs | added gateway CPU/call µs | throughput acs-proxy ÷ bare relay |"
+        );
+        let _ = writeln!(md, "|---|---|---:|---:|---:|---:|");
+        let mut figures = Vec::new();
+        for (s, server) in self.servers.iter().enumerate() {
+            let mut sequential = f64::NAN;
+            let mut cpu_at_16 = None;
+            for (p, (phase, in_flight, _)) in self.phases.iter().enumerate() {
+                let added_p50 = self.difference(s, acs, bare, p, |r| r.p50_us);
+                let _ = writeln!(
+                    md,
+                    "| {} | {phase} | {added_p50:.1} | {:.1} | {:.1} | {:.2}× |",
+                    server.title,
+                    self.difference(s, acs, bare, p, |r| r.p99_us),
+                    self.difference(s, acs, bare, p, |r| r.root_cpu_us),
+                    self.ratio(s, acs, bare, p, |r| r.calls_per_s),
+                );
+                if p == 0 {
+                    sequential = added_p50;
+                }
+                if *in_flight == 16 {
+                    cpu_at_16 = Some(self.med(s, acs, p, |r| r.root_cpu_us));
+                }
+            }
+            figures.push((server.title, sequential, cpu_at_16));
+        }
+        figures
+    }
+
+    /// Median over rounds of acs-proxy's `metric` minus gateway `g`'s,
+    /// paired by round.
+    fn difference(
+        &self,
+        s: usize,
+        acs: usize,
+        g: usize,
+        p: usize,
+        metric: fn(&PhaseResult) -> f64,
+    ) -> f64 {
+        median(
+            self.runs[s][acs]
+                .iter()
+                .zip(&self.runs[s][g])
+                .map(|(a, b)| metric(&a.phases[p]) - metric(&b.phases[p])),
+        )
+    }
+}
+
+fn status(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "**not met**"
     }
 }

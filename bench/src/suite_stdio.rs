@@ -2,16 +2,15 @@
 //! acs-proxy in front of it (proxied) and speaks MCP over stdin/stdout.
 //! Direct and proxied runs alternate, their order flipping every round.
 
-use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::client::Peer;
 use crate::context::{absolute, BenchArgs, Context};
 use crate::procfs::Tree;
-use crate::report::{PhaseResult, Report, RunResult};
+use crate::report::{PhaseResult, Report, RunResult, Scenario};
 use crate::setup::{Decider, Listen, ProxySetup, Server, Upstream};
-use crate::timed_guardian::fetch_stats;
+use crate::timed_guardian::{fetch_stats, StatsAt};
 
 /// Runs the suite and returns its report section.
 pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
@@ -43,79 +42,94 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
 
     for round in 0..args.rounds {
         for (index, server) in servers.iter().enumerate() {
-            let order = if round % 2 == 0 {
-                [false, true]
-            } else {
-                [true, false]
-            };
-            for proxied in order {
-                let decider = proxied.then_some(Decider::Embedded { rules: args.rules });
-                let tag = format!("{}-{}-r{round}", server.key, path_name(proxied));
+            // Each scenario takes each place in the order in turn, so a
+            // machine that slows down over a round weighs on all alike.
+            let mut order = Scenario::ALL;
+            order.rotate_left(round % Scenario::ALL.len());
+            for scenario in order {
+                let front = match scenario {
+                    Scenario::Direct => Front::Nothing,
+                    Scenario::BareRelay => Front::BareRelay,
+                    Scenario::Governed => Front::Proxy(Decider::Embedded { rules: args.rules }),
+                };
+                let tag = format!("{}-{}-r{round}", server.key, scenario.name());
                 let result = run_one(
                     args,
                     context,
                     server,
-                    decider,
+                    front,
                     &tag,
                     round == 0,
                     &phases,
                     None,
                 )?;
                 eprintln!(
-                    "round {}/{} {:<10} {:<8} {}",
+                    "round {}/{} {:<10} {:<10} {}",
                     round + 1,
                     args.rounds,
                     server.key,
-                    if proxied { "proxied" } else { "direct" },
+                    scenario.name(),
                     result.summary()
                 );
-                report.add(index, proxied, result);
+                report.add(index, scenario, result);
             }
         }
     }
     Ok(report.markdown())
 }
 
+/// What stands between the load generator and the server in one run.
+pub enum Front {
+    /// The server alone.
+    Nothing,
+    /// `acs-proxy-bare-relay`, with the configuration acs-proxy would get.
+    BareRelay,
+    /// acs-proxy with full governance and this Guardian.
+    Proxy(Decider),
+}
+
 /// One run: spawn, initialize, warm up, the phases, then shut down.
 ///
-/// `decider` is `None` for the server alone; otherwise acs-proxy runs in
-/// front of it with that Guardian. With `guardian`, the timed Guardian's
-/// service times are read around every phase.
+/// With `guardian`, the timed Guardian's service times are read around
+/// every phase.
 #[allow(clippy::too_many_arguments)]
 pub fn run_one(
     args: &BenchArgs,
     context: &Context,
     server: &Server,
-    decider: Option<Decider>,
+    front: Front,
     tag: &str,
     verify: bool,
     phases: &[(String, usize, usize)],
-    guardian: Option<SocketAddr>,
+    guardian: Option<StatsAt>,
 ) -> Result<RunResult, String> {
     let (proxy, work) = (&context.proxy, &context.work);
-    let proxied = decider.is_some();
+    let proxied = matches!(front, Front::Proxy(_));
     let audit = work.join(format!("audit-{tag}.jsonl"));
     let _ = std::fs::remove_file(&audit);
-    let command = if let Some(decider) = decider {
-        let config = work.join(format!("proxy-{tag}.toml"));
-        let setup = ProxySetup {
-            name: server.key.into(),
-            listen: Listen::Stdio,
-            upstream: Upstream::Command(server.command.clone()),
-            decider,
-            audit: audit.clone(),
-        };
-        std::fs::write(&config, setup.config())
-            .map_err(|e| format!("{}: {e}", config.display()))?;
-        vec![
-            absolute(proxy),
-            "--config".into(),
-            absolute(&config),
-            "--audit".into(),
-            absolute(&audit),
-        ]
-    } else {
-        server.command.clone()
+    let command = match front {
+        Front::Nothing => server.command.clone(),
+        // The bare relay reads only the listener and the upstream of the
+        // same configuration.
+        Front::BareRelay => {
+            let config =
+                write_config(context, server, &audit, tag, Decider::Embedded { rules: 0 })?;
+            vec![
+                absolute(&context.bare_relay),
+                "--config".into(),
+                absolute(&config),
+            ]
+        }
+        Front::Proxy(decider) => {
+            let config = write_config(context, server, &audit, tag, decider)?;
+            vec![
+                absolute(proxy),
+                "--config".into(),
+                absolute(&config),
+                "--audit".into(),
+                absolute(&audit),
+            ]
+        }
     };
     let command = context.pinned(command);
     let stderr_log = work.join(format!("stderr-{tag}.log"));
@@ -131,6 +145,8 @@ pub fn run_one(
     .map_err(|e| fail(format!("cannot start {command:?}: {e}")))?;
     peer.initialize().map_err(&fail)?;
     peer.run_phase(args.warmup, 1).map_err(&fail)?;
+    // A Guardian the proxy spawned has written its address by now.
+    let guardian = guardian.map(|at| at.resolve()).transpose().map_err(&fail)?;
     // The server behind the proxy is running by now.
     let tree = Tree::of(peer.pid());
     let mut results = Vec::new();
@@ -174,6 +190,26 @@ pub fn run_one(
     })
 }
 
+/// Writes the proxy configuration of a run in front of `server` over stdio.
+fn write_config(
+    context: &Context,
+    server: &Server,
+    audit: &Path,
+    tag: &str,
+    decider: Decider,
+) -> Result<PathBuf, String> {
+    let config = context.work.join(format!("proxy-{tag}.toml"));
+    let setup = ProxySetup {
+        name: server.key.into(),
+        listen: Listen::Stdio,
+        upstream: Upstream::Command(server.command.clone()),
+        decider,
+        audit: audit.to_owned(),
+    };
+    std::fs::write(&config, setup.config()).map_err(|e| format!("{}: {e}", config.display()))?;
+    Ok(config)
+}
+
 pub fn count_lines(path: &Path) -> std::io::Result<u64> {
     let bytes = std::fs::read(path)?;
     Ok(bytes.iter().filter(|&&b| b == b'\n').count() as u64)
@@ -194,13 +230,5 @@ pub fn verify_audit(proxy: &Path, audit: &Path) -> Result<(), String> {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         ))
-    }
-}
-
-fn path_name(proxied: bool) -> &'static str {
-    if proxied {
-        "proxied"
-    } else {
-        "direct"
     }
 }

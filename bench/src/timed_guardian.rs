@@ -1,9 +1,12 @@
 //! `acs-proxy-bench serve-guardian`: the workspace's test Guardian
 //! (`acs-test-guardian`, allow-everything script with batches on) served
-//! over HTTP/1.1, timing its own service of every POST: from the whole body
-//! read to the signed reply ready. `GET /stats` returns those times since
-//! the previous `GET /stats` and starts a new window, so the remote-Guardian
-//! suite can subtract the Guardian's own time from the proxy's.
+//! over HTTP/1.1, or with `--stdio` over its stdin/stdout (Content-Length
+//! frames, as acs-proxy spawns a stdio Guardian), timing its own service of
+//! every request: from the whole body read to the signed reply ready.
+//! `GET /stats` on the HTTP listener (also opened in stdio mode, for this
+//! alone) returns those times since the previous `GET /stats` and starts a
+//! new window, so the remote-Guardian suite can subtract the Guardian's own
+//! time from the proxy's.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -44,14 +47,25 @@ struct Timed {
     times: Mutex<Vec<u64>>,
 }
 
-/// Serves on `addr` until killed; writes the bound address to `addr_file`.
-pub fn serve(addr: SocketAddr, addr_file: &Path, secret: Vec<u8>) -> Result<(), String> {
+/// Serves on `addr` (or, with `stdio`, on stdin/stdout, with `addr` for
+/// `/stats` only) until killed or stdin closes; writes the bound address
+/// to `addr_file`.
+pub fn serve(
+    addr: SocketAddr,
+    addr_file: &Path,
+    secret: Vec<u8>,
+    stdio: bool,
+) -> Result<(), String> {
     let script = Script::parse(r#"{"batch": true}"#).map_err(|e| format!("script: {e}"))?;
     let timed = Arc::new(Timed {
         guardian: Guardian::new(Config {
             secret,
             script,
-            transport: Transport::Http,
+            transport: if stdio {
+                Transport::Stdio
+            } else {
+                Transport::Http
+            },
             default_key_id: "default".into(),
             recorder: None,
             verbose: false,
@@ -69,20 +83,67 @@ pub fn serve(addr: SocketAddr, addr_file: &Path, secret: Vec<u8>) -> Result<(), 
         let bound = listener.local_addr().map_err(|e| format!("{e}"))?;
         std::fs::write(addr_file, bound.to_string())
             .map_err(|e| format!("{}: {e}", addr_file.display()))?;
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let _ = stream.set_nodelay(true);
-            let timed = timed.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |request| answer(timed.clone(), request));
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
+        let http = accept(listener, timed.clone());
+        if stdio {
+            tokio::spawn(http);
+            serve_stdio(&timed).await
+        } else {
+            http.await;
+            Ok(())
         }
     })
+}
+
+async fn accept(listener: TcpListener, timed: Arc<Timed>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let timed = timed.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| answer(timed.clone(), request));
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// Answers Content-Length frames on stdin, in order, until stdin closes.
+async fn serve_stdio(timed: &Timed) -> Result<(), String> {
+    use tokio::io::AsyncWriteExt as _;
+    let mut input = tokio::io::BufReader::new(tokio::io::stdin());
+    let mut output = tokio::io::stdout();
+    while let Some(body) = acs_test_guardian::stdio::read_frame(&mut input)
+        .await
+        .map_err(|e| format!("stdin: {e}"))?
+    {
+        let Reply::Send(bytes) = timed.time(&body) else {
+            continue;
+        };
+        let header = format!("Content-Length: {}\r\n\r\n", bytes.len());
+        output
+            .write_all(header.as_bytes())
+            .await
+            .and(output.write_all(&bytes).await)
+            .and(output.flush().await)
+            .map_err(|e| format!("stdout: {e}"))?;
+    }
+    Ok(())
+}
+
+impl Timed {
+    /// Decides one request body, recording how long it took.
+    fn time(&self, body: &[u8]) -> Reply {
+        let started = Instant::now();
+        let outcome = self.guardian.handle(body);
+        let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        if let Ok(mut times) = self.times.lock() {
+            times.push(elapsed);
+        }
+        outcome.reply
+    }
 }
 
 async fn answer(
@@ -98,13 +159,7 @@ async fn answer(
     let Ok(body) = request.into_body().collect().await.map(|b| b.to_bytes()) else {
         return Ok(reply(StatusCode::BAD_REQUEST, Bytes::new()));
     };
-    let started = Instant::now();
-    let outcome = timed.guardian.handle(&body);
-    let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    if let Ok(mut times) = timed.times.lock() {
-        times.push(elapsed);
-    }
-    match outcome.reply {
+    match timed.time(&body) {
         Reply::Send(bytes) => Ok(reply(StatusCode::OK, Bytes::from(bytes))),
         // The allow-everything script never drops or stays silent.
         Reply::Drop | Reply::Silent => Ok(reply(StatusCode::INTERNAL_SERVER_ERROR, Bytes::new())),
@@ -134,6 +189,27 @@ fn reply(code: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
+}
+
+/// Where a timed Guardian's `/stats` is served.
+pub enum StatsAt {
+    /// A Guardian the suite started, at a known address.
+    Addr(SocketAddr),
+    /// A Guardian acs-proxy spawns over stdio, which writes its stats
+    /// address to this file once it runs.
+    File(std::path::PathBuf),
+}
+
+impl StatsAt {
+    /// The address, waiting for a spawned Guardian to write it.
+    pub fn resolve(&self) -> Result<SocketAddr, String> {
+        match self {
+            StatsAt::Addr(addr) => Ok(*addr),
+            StatsAt::File(path) => {
+                crate::suite_guardian::wait_for_addr_file(path, std::time::Duration::from_secs(30))
+            }
+        }
+    }
 }
 
 /// Fetches and resets the service-time window of the Guardian at `addr`.

@@ -11,7 +11,6 @@ use acs_proxy::jsonrpc::{
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use serde::de::IgnoredAny;
-use serde::Deserialize;
 use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {

@@ -23,7 +23,10 @@ fuzz_target!(|data: &[u8]| {
         Ok(policy) => policy,
         Err(err) => {
             let line = match err {
-                PolicyError::Toml { line, .. } | PolicyError::Rule { line, .. } => line,
+                PolicyError::Toml { line, .. }
+                | PolicyError::Rule { line, .. }
+                | PolicyError::Limit { line, .. } => line,
+                PolicyError::Rego(err) => panic!("a TOML rule policy failed as Rego: {err}"),
             };
             assert!(
                 line >= 1 && line <= text.lines().count() + 1,

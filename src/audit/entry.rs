@@ -29,7 +29,7 @@ pub const SESSION_END_STEP_TYPE: &str = "steps/sessionEnd";
 /// Deserializing is lossy for one corner: an `mcp_id` of JSON `null` reads
 /// back as `None`. The verifier therefore hashes the stored JSON, never a
 /// round-tripped `ContextEntry`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ContextEntry {
     /// Position in the session's chain: "1", "2", … (ACS reference convention).
     pub entry_id: String,
@@ -131,29 +131,8 @@ mod tests {
             step_type: "steps/sessionStart".into(),
             session_id: "s".into(),
             timestamp: "2026-12-02T11:15:05.123Z".into(),
-            request_hash: None,
-            decision: None,
-            decision_source: None,
-            reasoning: None,
-            reason_codes: Vec::new(),
-            rule: None,
-            limit: None,
-            enforced: None,
-            monitored: None,
-            policy_digest: None,
-            direction: None,
-            mcp_method: None,
-            mcp_id: None,
-            action: None,
-            guardian_chain_hash: None,
-            content_digest: None,
-            hook_params: None,
-            detail: None,
-            user_id: None,
-            authentication_method: None,
-            tenant_id: None,
-            previous_hash: None,
             entry_hash: "h".into(),
+            ..ContextEntry::default()
         }
     }
 

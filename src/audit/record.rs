@@ -41,34 +41,9 @@ impl AuditRecord {
     pub fn new(step_id: impl Into<String>, step_type: impl Into<String>) -> Self {
         Self {
             entry: ContextEntry {
-                entry_id: String::new(),
                 step_id: step_id.into(),
                 step_type: step_type.into(),
-                session_id: String::new(),
-                timestamp: String::new(),
-                request_hash: None,
-                decision: None,
-                decision_source: None,
-                reasoning: None,
-                reason_codes: Vec::new(),
-                rule: None,
-                limit: None,
-                enforced: None,
-                monitored: None,
-                policy_digest: None,
-                direction: None,
-                mcp_method: None,
-                mcp_id: None,
-                action: None,
-                guardian_chain_hash: None,
-                content_digest: None,
-                hook_params: None,
-                detail: None,
-                user_id: None,
-                authentication_method: None,
-                tenant_id: None,
-                previous_hash: None,
-                entry_hash: String::new(),
+                ..ContextEntry::default()
             },
         }
     }

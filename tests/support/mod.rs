@@ -20,6 +20,8 @@ pub mod oauth;
 
 pub mod prometheus;
 
+pub mod policies;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};

@@ -1,0 +1,223 @@
+//! `acs-proxy-bare-relay`: acs-proxy's own transports with nothing between
+//! them, the floor the benchmark measures governance against.
+//!
+//! It reads the same configuration file as `acs-proxy` and serves the same
+//! downstream (stdio, or the network listener with its session handling)
+//! in front of the same upstream (spawned child or network client), all
+//! through the library's transport code; but every frame is copied as it
+//! is: no hooks, no Guardian, no audit, no metrics. What the full gateway
+//! costs beyond this binary is what governance costs. It is a benchmark
+//! tool, never shipped: a gateway that forwards unexamined traffic has no
+//! place in the product's configuration.
+//!
+//! ```text
+//! acs-proxy-bare-relay --config proxy.toml
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use acs_proxy::config::{Config, ListenTransport, UpstreamConfig};
+use acs_proxy::limits::LimitExceeded;
+use acs_proxy::transport::connect::{connect_route, RouteClients};
+use acs_proxy::transport::downstream::{Downstream, SessionHandle, SessionStarter};
+use acs_proxy::transport::http::server::{Server, ServerSettings};
+use acs_proxy::transport::stdio::StdioDownstream;
+use acs_proxy::transport::upstream::Upstream;
+use acs_proxy::transport::writer::FrameWriter;
+use acs_proxy::transport::LineFrame;
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, Stream, StreamExt};
+use tokio_util::sync::CancellationToken;
+
+fn main() -> ExitCode {
+    let Some(path) = config_path() else {
+        eprintln!("usage: acs-proxy-bare-relay --config FILE");
+        return ExitCode::from(2);
+    };
+    let config = match Config::load(&path) {
+        Ok(config) => Arc::new(config),
+        Err(err) => {
+            eprintln!("acs-proxy-bare-relay: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    // The same runtime choice as the gateway, so the floor is comparable.
+    let mut builder = if config.listen.transport == ListenTransport::Stdio {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("acs-proxy-bare-relay: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(serve(config));
+    runtime.shutdown_background();
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("acs-proxy-bare-relay: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `--config FILE` (or `--config=FILE`); other flags the gateway takes,
+/// such as `--audit`, are accepted and ignored so one command line fits both.
+fn config_path() -> Option<PathBuf> {
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--config" {
+            return args.next().map(PathBuf::from);
+        }
+        if let Some(path) = arg.strip_prefix("--config=") {
+            return Some(PathBuf::from(path));
+        }
+    }
+    None
+}
+
+async fn serve(config: Arc<Config>) -> Result<(), String> {
+    let relay = Arc::new(BareRelay::new(config.clone())?);
+    if config.listen.transport == ListenTransport::Stdio {
+        let stdio = StdioDownstream::open(relay.max_message_bytes, relay.queue);
+        let downstream = Downstream {
+            frames: stdio.reader.boxed(),
+            writer: stdio.writer,
+            transport: "stdio",
+            upstream_headers: Vec::new(),
+            identity: None,
+        };
+        let upstream = relay.connect().await?;
+        relay_session(downstream, upstream).await;
+        // Everything the server answered is on its way to the agent.
+        let _ = stdio.writer_task.await;
+        return Ok(());
+    }
+    let server = Server::bind(ServerSettings::from_config(&config), relay, None).await?;
+    eprintln!(
+        "acs-proxy-bare-relay: listening on {}://{} ({})",
+        server.scheme(),
+        server.local_addr(),
+        server.endpoints().join(", ")
+    );
+    let stop = CancellationToken::new();
+    tokio::spawn(stop_on_signal(stop.clone()));
+    server.run(stop, CancellationToken::new()).await;
+    Ok(())
+}
+
+/// The one upstream of the configuration, connected per session.
+struct BareRelay {
+    upstream: UpstreamConfig,
+    routes: RouteClients,
+    max_message_bytes: usize,
+    queue: usize,
+}
+
+impl BareRelay {
+    fn new(config: Arc<Config>) -> Result<Self, String> {
+        let upstream = config
+            .upstreams
+            .first()
+            .cloned()
+            .ok_or("the configuration has no [[upstream]]")?;
+        Ok(Self {
+            upstream,
+            routes: RouteClients::default(),
+            max_message_bytes: config.limits.max_message_bytes,
+            queue: config.limits.max_in_flight,
+        })
+    }
+
+    async fn connect(&self) -> Result<Upstream, String> {
+        connect_route(
+            &self.upstream,
+            &self.routes,
+            self.max_message_bytes,
+            self.queue,
+        )
+        .await
+        .map_err(|err| err.to_string())
+    }
+}
+
+impl SessionStarter for BareRelay {
+    fn start<'a>(
+        &'a self,
+        _route: &'a str,
+        downstream: Downstream,
+    ) -> BoxFuture<'a, Result<SessionHandle, String>> {
+        async move {
+            let upstream = self.connect().await?;
+            let done = tokio::spawn(relay_session(downstream, upstream));
+            Ok(SessionHandle { done })
+        }
+        .boxed()
+    }
+
+    fn refused<'a>(
+        &'a self,
+        _route: &'a str,
+        _transport: &'static str,
+        _limit: &'a LimitExceeded,
+    ) -> BoxFuture<'a, ()> {
+        async {}.boxed()
+    }
+}
+
+/// Copies frames both ways until the agent leaves or the server ends, then
+/// shuts the server down the way the gateway does.
+async fn relay_session(downstream: Downstream, mut upstream: Upstream) {
+    let to_server = copy(downstream.frames, upstream.writer.clone());
+    let to_agent = copy(upstream.frames, downstream.writer.clone());
+    tokio::pin!(to_agent);
+    tokio::select! {
+        () = to_server => {
+            upstream.writer.close();
+            // Answers still on their way are delivered before the server goes.
+            let _ = tokio::time::timeout(Duration::from_secs(5), &mut to_agent).await;
+        }
+        () = &mut to_agent => {}
+    }
+    upstream.writer.close();
+    if let Some(task) = upstream.writer_task.take() {
+        let _ = task.await;
+    }
+    upstream.control.shutdown().await;
+    downstream.writer.close();
+}
+
+async fn copy(
+    mut frames: impl Stream<Item = std::io::Result<LineFrame>> + Unpin,
+    writer: FrameWriter,
+) {
+    while let Some(Ok(frame)) = frames.next().await {
+        if let LineFrame::Line(line) = frame {
+            if writer.send(line).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+async fn stop_on_signal(stop: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    stop.cancel();
+}
