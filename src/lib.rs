@@ -14,11 +14,12 @@
 //! per-session pump in [`relay`]. [`transport`] owns framing and processes,
 //! [`session`] owns the per-session tables, [`config`] turns `proxy.toml`
 //! into one typed form, and [`metrics`] / [`admin`] expose the Prometheus
-//! registry and health endpoints.
+//! registry and health endpoints; [`telemetry`] exports OpenTelemetry
+//! traces when switched on.
 //!
 //! The modules stand in layers, each importing only from its own layer and
 //! those below: the wire formats and shared vocabulary ([`jcs`],
-//! [`jsonrpc`], [`hooks`], [`metrics`]); the [`policy`] language; the
+//! [`jsonrpc`], [`hooks`], [`metrics`], [`telemetry`]); the [`policy`] language; the
 //! [`audit`] trail; [`config`] and the [`limits`] it sets; the
 //! [`transport`]s; the decision ([`guardian`], [`enforce`]); the [`admin`]
 //! endpoints and the [`policy_tool`]s; per-[`session`] state; the
@@ -40,4 +41,5 @@ pub mod policy;
 pub mod policy_tool;
 pub mod relay;
 pub mod session;
+pub mod telemetry;
 pub mod transport;

@@ -22,6 +22,8 @@ use acs_proxy::guardian::remote::{self, RemoteGuardian};
 use acs_proxy::guardian::Guardian;
 use acs_proxy::policy_tool;
 use acs_proxy::relay::{run_stdio, stop_on_signal, RelaySessions, SessionExit};
+use acs_proxy::telemetry;
+use acs_proxy::transport::client_tls::TlsSettings;
 use acs_proxy::transport::http::server::{Server, ServerSettings};
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
@@ -217,6 +219,33 @@ fn run(args: RunArgs) -> ExitCode {
 async fn serve(config: Arc<Config>) -> Result<ExitCode, String> {
     survive_file_size_limit();
     config.metrics.apply();
+    start_tracing(&config)?;
+    let outcome = serve_traced(config).await;
+    telemetry::shutdown().await;
+    outcome
+}
+
+/// Switches OpenTelemetry tracing on when `[telemetry]` or the `OTEL_*`
+/// variables ask for it.
+fn start_tracing(config: &Config) -> Result<(), String> {
+    let tls = TlsSettings::default()
+        .client_config()
+        .map_err(|e| format!("telemetry: {e}"))?;
+    let http = reqwest::Client::builder()
+        .use_preconfigured_tls(tls)
+        .build()
+        .map_err(|e| format!("telemetry: the OTLP/HTTP client: {e}"))?;
+    if let Some(settings) = telemetry::init(&config.telemetry, http).map_err(|e| e.to_string())? {
+        tracing::info!(
+            protocol = ?settings.protocol,
+            service = %settings.service_name,
+            "OpenTelemetry traces are exported over OTLP"
+        );
+    }
+    Ok(())
+}
+
+async fn serve_traced(config: Arc<Config>) -> Result<ExitCode, String> {
     let settings = AuditSettings {
         path: config.audit.path.clone(),
         fsync: config.audit.fsync,

@@ -93,6 +93,18 @@ pub static POLICY_MONITORED: LazyLock<IntCounterVec> = LazyLock::new(|| {
     )
 });
 
+/// `acs_proxy_trace_spans_dropped_total{reason}`: finished spans that were
+/// not exported, because the export queue was full (`queue_full`: the
+/// collector is slow or down) or the export of their batch failed
+/// (`export_failed`). Registered when tracing is switched on.
+pub static TRACE_SPANS_DROPPED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    METRICS.register_counter_vec(
+        "acs_proxy_trace_spans_dropped_total",
+        "Finished trace spans dropped instead of exported, by reason (queue_full, export_failed)",
+        &["reason"],
+    )
+});
+
 /// `acs_proxy_rate_limited_total{limit}`: calls refused by a
 /// `[[policy.limit]]`, by limit name (bounded by the configuration).
 pub static RATE_LIMITED: LazyLock<IntCounterVec> = LazyLock::new(|| {

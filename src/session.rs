@@ -27,6 +27,7 @@ use crate::hooks::{HookRequest, Identity, Metadata, VirtualRoute};
 use crate::jsonrpc::RequestId;
 use crate::limits::{LimitExceeded, RequestBudget};
 use crate::policy::limit::Admitted;
+use crate::telemetry::Trace;
 use crate::transport::writer::FrameWriter;
 
 /// Defined with the message formats, below every layer that records or
@@ -71,6 +72,10 @@ pub struct PendingRequest {
     /// Its places under `[[policy.limit]]` concurrency limits, given back
     /// when the last copy of the entry is dropped.
     pub admitted: Option<Arc<Admitted>>,
+    /// Its server span (off unless traced); ends when the answer is relayed.
+    pub trace: Trace,
+    /// The span of its trip to the server, from forwarding to the answer.
+    pub upstream_trace: Trace,
 }
 
 /// Requests in flight from one sender, keyed by their id.
@@ -313,6 +318,9 @@ pub struct Session {
     pub deferrals: DeferralBudget,
     /// The virtual server this session is one upstream of, when it is.
     pub virtual_route: Option<Arc<VirtualRoute>>,
+    /// The session's `acs.session` span, once `steps/sessionStart` fired
+    /// with tracing on.
+    pub session_trace: OnceLock<Trace>,
     learned: Mutex<Learned>,
     started: AtomicBool,
     finished: AtomicBool,
@@ -349,10 +357,17 @@ impl Session {
             writers,
             deferrals: DeferralBudget::default(),
             virtual_route: None,
+            session_trace: OnceLock::new(),
             learned: Mutex::new(Learned::default()),
             started: AtomicBool::new(false),
             finished: AtomicBool::new(false),
         }
+    }
+
+    /// The session's span (off when untraced), parent of its session-level
+    /// steps and of requests that bring no trace context of their own.
+    pub fn session_span(&self) -> Trace {
+        self.session_trace.get().cloned().unwrap_or_default()
     }
 
     /// Counts the agent's requests in flight against `budget`.

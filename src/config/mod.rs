@@ -35,6 +35,8 @@ pub use paths::PathSetting;
 pub use upstream::{UpstreamConfig, UpstreamTransport};
 pub use upstream_oauth::{ClientAuth, UpstreamOAuth};
 
+pub use crate::telemetry::TelemetryConfig;
+
 use crate::policy::{rego, Policy, PolicySource, PolicySpec, RegoPolicy};
 use paths::SectionPaths;
 
@@ -64,6 +66,9 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// Pinned tool definitions, the poisoning scan and argument checks.
     pub integrity: IntegrityConfig,
+    /// OpenTelemetry traces (`[telemetry]`; the `OTEL_*` variables fill in
+    /// what it leaves out).
+    pub telemetry: TelemetryConfig,
     /// The file this configuration was read from, when it was: the embedded
     /// policy is reloaded from it.
     pub source: Option<PathBuf>,
@@ -93,6 +98,8 @@ struct ConfigFile {
     limits: LimitsConfig,
     #[serde(default)]
     integrity: IntegrityConfig,
+    #[serde(default)]
+    telemetry: TelemetryConfig,
 }
 
 impl Config {
@@ -140,6 +147,7 @@ impl Config {
             metrics: file.metrics,
             limits: file.limits,
             integrity: file.integrity,
+            telemetry: file.telemetry,
             source: None,
         };
         config.validate(origin)?;

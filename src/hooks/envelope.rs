@@ -9,6 +9,7 @@ use uuid::Uuid;
 use super::clock::now_rfc3339;
 use super::identity::Identity;
 use crate::jcs::{self, HashSink, JcsError, Sink};
+use crate::telemetry::Trace;
 
 /// The ACS version this proxy speaks.
 pub const ACS_VERSION: &str = "0.1.0";
@@ -78,6 +79,10 @@ pub struct HookRequest {
     /// (`everything__echo`), when it differs from `tool` (not sent on the
     /// wire): rules may select on either.
     pub called_as: Option<Arc<str>>,
+    /// The span of this step (ACS-Trace), its decisions' events go on;
+    /// off unless tracing is on and the caller traced it (not sent on the
+    /// wire).
+    pub trace: Trace,
 }
 
 impl HookRequest {
@@ -94,12 +99,19 @@ impl HookRequest {
             payload: payload.into(),
             tool,
             called_as: None,
+            trace: Trace::off(),
         }
     }
 
     /// The same hook, naming the tool as the agent of a virtual server called it.
     pub fn with_called_as(mut self, called_as: Option<Arc<str>>) -> Self {
         self.called_as = called_as;
+        self
+    }
+
+    /// This hook with its step span (see [`crate::telemetry::spans::step`]).
+    pub fn traced(mut self, trace: Trace) -> Self {
+        self.trace = trace;
         self
     }
 

@@ -21,6 +21,9 @@ use crate::guardian::{BatchAnswer, Decision, DecisionSource, FailurePosture, Gua
 use crate::hooks::{GatewayContext, HookRequest};
 use crate::metrics::{METRICS, POLICY_MONITORED};
 use crate::session::{Direction, Session};
+use crate::telemetry::{spans, Trace};
+
+use super::traced;
 
 pub use crate::guardian::Decided;
 
@@ -59,6 +62,12 @@ pub async fn decide(
     } else {
         session.guardian.decide(hook, session.metadata())
     };
+    let evaluation = spans::guardian(
+        &hook.trace,
+        &hook.method,
+        session.guardian.source().as_str(),
+    );
+    let asked = evaluation.instrument(asked);
     let result = match session.negotiated().timeout_for(&hook.method) {
         Some(limit) => tokio::select! {
             _ = cancel.cancelled() => return None,
@@ -71,6 +80,7 @@ pub async fn decide(
             answer = asked => answer,
         },
     };
+    traced::evaluated(&evaluation, &result);
     let answer = Answer {
         result,
         elapsed: started.elapsed(),
@@ -126,7 +136,10 @@ pub async fn decide_batch(
         .collect();
     let limit = limits.and_then(|limits| limits.into_iter().max());
     let started = Instant::now();
-    let asked = session.guardian.decide_batch(hooks, session.metadata());
+    let evaluation = hooks.first().map_or_else(Trace::off, |first| {
+        spans::guardian(&first.trace, "batch", session.guardian.source().as_str())
+    });
+    let asked = evaluation.instrument(session.guardian.decide_batch(hooks, session.metadata()));
     // Err(limit): the deadline passed first.
     let answer = match limit {
         Some(limit) => tokio::select! {
@@ -138,6 +151,7 @@ pub async fn decide_batch(
             answer = asked => Ok(answer),
         },
     };
+    evaluation.end();
     let mut results = match answer {
         Ok(BatchAnswer::Unsupported) => return Prefetch::Sequential,
         Ok(BatchAnswer::Answers(results)) => results,
@@ -296,7 +310,9 @@ fn posture(posture: FailurePosture, failure: String) -> Decided {
     }
 }
 
+/// Counts the decision, and records it on the step's span.
 fn count(hook: &HookRequest, decided: Decided) -> Decided {
+    spans::decision(&hook.trace, &decided.decision, decided.source.as_str());
     METRICS.decision(
         &hook.method,
         decided.decision.decision.as_str(),

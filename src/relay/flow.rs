@@ -14,24 +14,28 @@ use super::decide::{self, MessageContext};
 pub use super::delivery::Delivery;
 use super::delivery::Outcome;
 use super::stage::{self, Flow, Passage};
-use super::{integrity, inventory, lifecycle, quota, timeout, tool_latency};
+use super::{integrity, inventory, lifecycle, quota, timeout, tool_latency, traced};
 use crate::enforce::reply::{self, Denial};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::Decision;
 use crate::jsonrpc::{codes, error_response, Frame, Message, MessageKind, RequestId};
 use crate::metrics::METRICS;
 use crate::session::{AdmissionError, Direction, PendingRequest, PendingState, Session};
+use crate::telemetry::{Carrier, Trace};
 
 /// Handles one frame: a message, or each element of a batch.
 pub async fn handle_frame(
     session: Arc<Session>,
     direction: Direction,
     frame: Frame,
+    carrier: Option<&Carrier>,
     detach: &mut Option<oneshot::Sender<Outcome>>,
 ) -> Vec<Delivery> {
     match frame {
-        Frame::Single(message) => handle_message(&session, direction, message, detach).await,
-        Frame::Batch(messages) => handle_batch(&session, direction, messages).await,
+        Frame::Single(message) => {
+            handle_message(&session, direction, message, carrier, detach).await
+        }
+        Frame::Batch(messages) => handle_batch(&session, direction, messages, carrier).await,
     }
 }
 
@@ -43,6 +47,7 @@ async fn handle_batch(
     session: &Arc<Session>,
     direction: Direction,
     messages: Vec<Message>,
+    carrier: Option<&Carrier>,
 ) -> Vec<Delivery> {
     let original: Vec<Bytes> = messages.iter().map(|m| m.bytes.clone()).collect();
     let mut forwards = Vec::new();
@@ -57,7 +62,7 @@ async fn handle_batch(
             ));
             continue;
         }
-        for delivery in handle_message(session, direction, message, &mut None).await {
+        for delivery in handle_message(session, direction, message, carrier, &mut None).await {
             match delivery {
                 Delivery::Forward(bytes) => forwards.push(bytes),
                 Delivery::Reply(bytes) => replies.push(bytes),
@@ -90,11 +95,13 @@ fn join_array(elements: &[Bytes]) -> Bytes {
     Bytes::from(out)
 }
 
-/// Handles one message.
+/// Handles one message; `carrier` is the trace context it came with,
+/// outside the message (an HTTP header).
 pub async fn handle_message(
     session: &Arc<Session>,
     direction: Direction,
     message: Message,
+    carrier: Option<&Carrier>,
     detach: &mut Option<oneshot::Sender<Outcome>>,
 ) -> Vec<Delivery> {
     METRICS.message(direction.as_str(), message.method());
@@ -102,7 +109,7 @@ pub async fn handle_message(
         return refusal;
     }
     match message.kind {
-        MessageKind::Request => handle_request(session, direction, message, detach).await,
+        MessageKind::Request => handle_request(session, direction, message, carrier, detach).await,
         MessageKind::Response => handle_response(session, direction, message).await,
         MessageKind::Notification => handle_notification(session, direction, message).await,
     }
@@ -243,6 +250,7 @@ async fn handle_request(
     session: &Arc<Session>,
     direction: Direction,
     message: Message,
+    carrier: Option<&Carrier>,
     detach: &mut Option<oneshot::Sender<Outcome>>,
 ) -> Vec<Delivery> {
     let Some(id) = message.id.clone() else {
@@ -254,6 +262,14 @@ async fn handle_request(
         Err(reply) => return reply,
     };
     let tool = tool_name(&method, &doc.value);
+    let trace = traced::request(
+        session,
+        direction,
+        carrier,
+        &message,
+        &doc.value,
+        tool.as_deref(),
+    );
     let cancel = CancellationToken::new();
     let started = Instant::now();
     let pending = session.pending_from(direction);
@@ -267,6 +283,8 @@ async fn handle_request(
             state: PendingState::Deciding,
             cancel: cancel.clone(),
             admitted: None,
+            trace: trace.clone(),
+            upstream_trace: Trace::off(),
         },
     );
     match registered {
@@ -304,6 +322,7 @@ async fn handle_request(
         tool,
         request_ref: None,
         duration_ms: 0,
+        trace,
     };
     let stages = stage::stages(
         &method,
@@ -315,6 +334,7 @@ async fn handle_request(
             Passage::Through { tool_call_request } => tool_call_request,
             Passage::Blocked { decision, entry_id } => {
                 pending.remove_blocked(&id);
+                traced::blocked(&flow.trace, &decision);
                 let denial = Denial::of(&decision, entry_id.as_deref());
                 return vec![Delivery::Reply(reply::blocked_request(
                     &id, &method, &denial,
@@ -329,9 +349,17 @@ async fn handle_request(
         pending.remove_blocked(&id);
         return Vec::new();
     }
+    let upstream_trace = traced::forward(
+        session,
+        &flow.trace,
+        &method,
+        flow.tool.as_deref(),
+        &mut doc,
+    );
     pending.update(&id, |request| {
         request.state = PendingState::Forwarded;
         request.step_request_id = step_request_id;
+        request.upstream_trace = upstream_trace;
     });
     if direction == Direction::ClientToServer {
         let answered = cancel;
@@ -369,6 +397,7 @@ async fn handle_response(
     };
     // Ends the request's upstream timeout watch.
     request.cancel.cancel();
+    request.upstream_trace.end();
     if direction == Direction::ServerToClient {
         tool_latency::observe(session, &request);
     }
@@ -382,7 +411,9 @@ async fn handle_response(
         tool: request.tool.clone(),
         request_ref: request.step_request_id,
         duration_ms: u64::try_from(request.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        trace: request.trace.clone(),
     };
+    traced::answered(&flow.trace, &doc.value);
     let cancel = CancellationToken::new();
     let stages = stage::stages(
         &request.method,
@@ -464,6 +495,7 @@ async fn handle_notification(
         tool: None,
         request_ref: None,
         duration_ms: 0,
+        trace: Trace::off(),
     };
     let cancel = CancellationToken::new();
     let stages = stage::stages(

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::decide::{self, MessageContext};
 use super::integrity;
+use super::traced;
 use crate::enforce::Action;
 use crate::guardian::{Decision, Disposition};
 use crate::hooks::agbom::{Inventory, ListKind};
@@ -190,7 +191,10 @@ async fn emit_snapshot(session: &Session, inventory: Option<Inventory>) -> Optio
         &session.endpoint,
         &now_rfc3339(),
     );
-    let hook = HookRequest::new(hooks::AGBOM_SNAPSHOT, payload, None);
+    let hook = traced::session_step(
+        session,
+        HookRequest::new(hooks::AGBOM_SNAPSHOT, payload, None),
+    );
     let context = MessageContext {
         direction: Direction::ServerToClient,
         mcp_method: "initialize".into(),
@@ -246,7 +250,7 @@ async fn emit_changed(
         let learned = session.learned();
         learned.inventory.diff(&newer, &session.endpoint, reason)
     }?;
-    let hook = HookRequest::new(hooks::AGBOM_CHANGED, diff, None);
+    let hook = traced::session_step(session, HookRequest::new(hooks::AGBOM_CHANGED, diff, None));
     let blocked = decide_inventory(session, &hook, context).await;
     if blocked.is_none() {
         session.learned().inventory = newer;

@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::decide::{self, MessageContext};
+use super::traced;
 use crate::audit::AuditError;
 use crate::config::{PostureSetting, StartupPosture};
 use crate::enforce::Action;
@@ -77,6 +78,7 @@ async fn start(session: &Session, first: &Frame) {
         user: session.identity.clone(),
     };
     let hook = HookRequest::new(hooks::SESSION_START, session_start_payload(&info), None);
+    let hook = traced::session_start(session, hook);
     let context = lifecycle_context("initialize");
     let Some(decided) = decide::decide(session, &hook, &CancellationToken::new()).await else {
         return;
@@ -206,7 +208,7 @@ pub async fn end(session: &Session, reason: SessionEndReason) {
     }
     let head = session.audit.head();
     let payload = session_end_payload(reason, head.as_deref());
-    let hook = HookRequest::new(hooks::SESSION_END, payload, None);
+    let hook = traced::session_step(session, HookRequest::new(hooks::SESSION_END, payload, None));
     let Some(decided) = decide::decide(session, &hook, &CancellationToken::new()).await else {
         return;
     };
@@ -216,6 +218,8 @@ pub async fn end(session: &Session, reason: SessionEndReason) {
     {
         tracing::error!(%err, "could not seal the audit chain");
     }
+    hook.trace.end();
+    traced::session_ended(session);
     session.guardian.close_session(session.metadata());
 }
 

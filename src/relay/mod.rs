@@ -12,6 +12,8 @@
 //! - `tool_latency`: timing answered tool calls by tool, for `/metrics`.
 //! - [`aggregate`]: a virtual server, one agent session over several
 //!   upstreams, each through a relay session of its own.
+//! - `traced`: the request's spans and trace context (ACS-Trace), kept out
+//!   of the flow's own logic.
 //! - [`run_session`]: one session over any pair of transports;
 //!   [`run_stdio`] is the stdio deployment built on it.
 
@@ -32,6 +34,7 @@ pub mod stage;
 mod stdio;
 pub mod timeout;
 mod tool_latency;
+mod traced;
 
 pub use run::{run_session, SessionContext, SessionExit};
 pub use sessions::RelaySessions;

@@ -26,6 +26,7 @@ use crate::guardian::Decision;
 use crate::jsonrpc::{codes, error_response, peek_frame_within, Frame, MessageKind, PeekError};
 use crate::metrics::METRICS;
 use crate::session::{Direction, Session, Writers};
+use crate::telemetry::Carrier;
 use crate::transport::LineFrame;
 
 /// An entry of the ordered release queue.
@@ -45,8 +46,9 @@ where
     let (queue, pending) = mpsc::channel(session.config.limits.max_in_flight);
     let releaser = tokio::spawn(release(pending, session.writers.clone(), direction));
     while let Some(item) = frames.next().await {
-        let frame = match item {
-            Ok(LineFrame::Line(bytes)) => bytes,
+        let (frame, carrier) = match item {
+            Ok(LineFrame::Line(bytes)) => (bytes, None),
+            Ok(LineFrame::Traced { line, carrier }) => (line, Some(carrier)),
             Ok(LineFrame::TooLong) => {
                 refuse_oversized(&session, direction, &queue).await;
                 continue;
@@ -56,7 +58,7 @@ where
                 break;
             }
         };
-        if !relay_frame(&session, direction, frame, &queue).await {
+        if !relay_frame(&session, direction, frame, carrier, &queue).await {
             break;
         }
     }
@@ -71,6 +73,7 @@ async fn relay_frame(
     session: &Arc<Session>,
     direction: Direction,
     bytes: Bytes,
+    carrier: Option<Carrier>,
     queue: &mpsc::Sender<Queued>,
 ) -> bool {
     let frame = match peek_frame_within(bytes, session.config.limits.max_json_depth) {
@@ -93,7 +96,12 @@ async fn relay_frame(
     let initialized = direction == Direction::ClientToServer
         && matches!(&frame, Frame::Single(m) if m.method() == "notifications/initialized");
     if queue
-        .send(Queued::Slot(start(session.clone(), direction, frame)))
+        .send(Queued::Slot(start(
+            session.clone(),
+            direction,
+            frame,
+            carrier,
+        )))
         .await
         .is_err()
     {
@@ -110,12 +118,18 @@ async fn relay_frame(
 
 /// Starts deciding a frame: inline while it does not need to wait, in its
 /// own task as soon as it does.
-fn start(session: Arc<Session>, direction: Direction, frame: Frame) -> oneshot::Receiver<Outcome> {
+fn start(
+    session: Arc<Session>,
+    direction: Direction,
+    frame: Frame,
+    carrier: Option<Carrier>,
+) -> oneshot::Receiver<Outcome> {
     let (tx, rx) = oneshot::channel();
     let mut decision = Box::pin(async move {
         let mut slot = Some(tx);
         let writers = session.writers.clone();
-        let deliveries = flow::handle_frame(session, direction, frame, &mut slot).await;
+        let deliveries =
+            flow::handle_frame(session, direction, frame, carrier.as_ref(), &mut slot).await;
         match slot {
             Some(slot) => {
                 let _ = slot.send(Outcome::Deliver(deliveries));

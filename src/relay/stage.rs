@@ -29,6 +29,7 @@ use crate::guardian::{Decision, Disposition};
 use crate::hooks::{self, mcp, tool_call, HookRequest};
 use crate::jsonrpc::MessageKind;
 use crate::session::Session;
+use crate::telemetry::{spans, Trace};
 
 /// One hook the message passes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +69,9 @@ pub struct Flow {
     pub request_ref: Option<Uuid>,
     /// For a `tools/call` response: how long the call took.
     pub duration_ms: u64,
+    /// The MCP request's server span (off unless traced): the parent of
+    /// each stage's step span.
+    pub trace: Trace,
 }
 
 /// How a message's whole pipeline ended.
@@ -253,18 +257,20 @@ async fn run(
     }
 }
 
+/// The stage's hook, with its step span under the request's.
 fn build_hook(
     session: &Session,
     stage: Stage,
     doc: &MessageDoc,
     flow: &Flow,
 ) -> Option<(HookRequest, OutputMap)> {
-    let (hook, outputs) = build_named_hook(session, stage, doc, flow)?;
+    let (hook, outputs) = build_plain_hook(session, stage, doc, flow)?;
     let called_as = session.tool_called_as(flow.tool.as_deref());
-    Some((hook.with_called_as(called_as), outputs))
+    let step = spans::step(&flow.trace, &hook, session.metadata());
+    Some((hook.with_called_as(called_as).traced(step), outputs))
 }
 
-fn build_named_hook(
+fn build_plain_hook(
     session: &Session,
     stage: Stage,
     doc: &MessageDoc,
@@ -439,9 +445,13 @@ async fn hold(
     if let Some(slot) = detach.take() {
         let _ = slot.send(Outcome::Detached);
     }
+    let wait = spans::approval(&hook.trace, &decided.decision);
     let Some(resolution) = approval::resolve(session, &decided.decision, hook, cancel).await else {
+        wait.fail(|| "cancelled while waiting".into());
         return StageResult::Cancelled;
     };
+    wait.end();
+    spans::decision(&hook.trace, &resolution.decision, "approval");
     let allowed = resolution.decision.decision == Disposition::Allow;
     let action = if allowed {
         Action::Forwarded

@@ -9,6 +9,8 @@ fn request() -> PendingRequest {
         state: PendingState::Deciding,
         cancel: CancellationToken::new(),
         admitted: None,
+        trace: Trace::off(),
+        upstream_trace: Trace::off(),
     }
 }
 

@@ -7,6 +7,8 @@
 use bytes::{Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
 
+use crate::telemetry::Carrier;
+
 /// One item read from a line-framed stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LineFrame {
@@ -14,6 +16,14 @@ pub enum LineFrame {
     Line(Bytes),
     /// A line longer than the limit; its content was discarded.
     TooLong,
+    /// A message from a network listener that came with a W3C trace
+    /// context (`traceparent` header) while tracing is on.
+    Traced {
+        /// The message.
+        line: Bytes,
+        /// The trace context it came with.
+        carrier: Carrier,
+    },
 }
 
 /// Decoder/encoder for `\n`-terminated frames of at most `max_length` bytes.

@@ -117,17 +117,33 @@ impl Guardian {
     /// all); a `drop` on any element drops the whole batch; a `malformed`
     /// element puts its bytes into the array as they are.
     pub fn handle_at(&self, body: &[u8], now: OffsetDateTime) -> Outcome {
+        self.handle_inner(body, now, None)
+    }
+
+    /// [`Guardian::handle`] for a request that came with a W3C
+    /// `traceparent` header, which its record lines then carry.
+    pub fn handle_traced(&self, body: &[u8], traceparent: Option<&str>) -> Outcome {
+        self.handle_inner(body, OffsetDateTime::now_utc(), traceparent)
+    }
+
+    fn handle_inner(&self, body: &[u8], now: OffsetDateTime, traceparent: Option<&str>) -> Outcome {
         if self.script.batch {
             if let Some(elements) = batch_elements(body) {
-                return self.handle_batch(elements, now);
+                return self.handle_batch(elements, now, traceparent);
             }
         }
-        let Handled { outcome, entry } = self.process(body, now);
+        let Handled { outcome, mut entry } = self.process(body, now);
+        entry.traceparent = traceparent.map(str::to_owned);
         self.note(&entry);
         outcome
     }
 
-    fn handle_batch(&self, elements: Vec<Value>, now: OffsetDateTime) -> Outcome {
+    fn handle_batch(
+        &self,
+        elements: Vec<Value>,
+        now: OffsetDateTime,
+        traceparent: Option<&str>,
+    ) -> Outcome {
         let batch = self.batches.fetch_add(1, Ordering::SeqCst) + 1;
         let mut delay = Duration::ZERO;
         let mut replies = Vec::with_capacity(elements.len());
@@ -135,6 +151,7 @@ impl Guardian {
         for (index, element) in elements.into_iter().enumerate() {
             let Handled { outcome, mut entry } = self.process_envelope(element, now);
             entry.batch = Some((batch, index));
+            entry.traceparent = traceparent.map(str::to_owned);
             self.note(&entry);
             delay = delay.max(outcome.delay);
             match outcome.reply {
@@ -190,6 +207,7 @@ impl Guardian {
                         action: "reject:parse_error".into(),
                         chain_hash: None,
                         batch: None,
+                        traceparent: None,
                     },
                 };
             }
@@ -437,6 +455,7 @@ fn entry(
         action: action.to_owned(),
         chain_hash,
         batch: None,
+        traceparent: None,
     }
 }
 

@@ -20,7 +20,7 @@ use anyhow::Context as _;
 use axum::body::Bytes;
 use axum::extract::connect_info::Connected;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, State};
-use axum::http::{header, Method, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::serve::{IncomingStream, Listener};
 use axum::Router;
@@ -120,12 +120,16 @@ async fn handle(
     State(guardian): State<Arc<Guardian>>,
     ConnectInfo(connection): ConnectInfo<Connection>,
     method: Method,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     if method != Method::POST {
         return (StatusCode::METHOD_NOT_ALLOWED, "POST a JSON-RPC request\n").into_response();
     }
-    let outcome = guardian.handle(&body);
+    let traceparent = headers
+        .get("traceparent")
+        .and_then(|value| value.to_str().ok());
+    let outcome = guardian.handle_traced(&body, traceparent);
     if !outcome.delay.is_zero() {
         tokio::time::sleep(outcome.delay).await;
     }

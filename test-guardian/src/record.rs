@@ -7,7 +7,9 @@
 //! for a body that is not JSON, `envelope` is `null` and `raw` holds the
 //! body as (lossy) UTF-8. Each element of an accepted batch gets its own
 //! line, with `"batch": <n>` (the n-th batch this Guardian accepted,
-//! counting from 1) and `"batch_index": <i>` (its position, from 0).
+//! counting from 1) and `"batch_index": <i>` (its position, from 0). A
+//! request that came over HTTP with a W3C `traceparent` header has
+//! `"traceparent": "<header>"` too.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
@@ -33,6 +35,8 @@ pub struct Entry {
     /// For an element of an accepted batch: which batch (1-based, in
     /// arrival order) and its position in it (0-based).
     pub batch: Option<(u64, usize)>,
+    /// The W3C `traceparent` header the request came with (HTTP only).
+    pub traceparent: Option<String>,
 }
 
 impl Entry {
@@ -46,6 +50,9 @@ impl Entry {
         });
         if let Some(raw) = &self.raw {
             line["raw"] = Value::String(raw.clone());
+        }
+        if let Some(traceparent) = &self.traceparent {
+            line["traceparent"] = Value::String(traceparent.clone());
         }
         if let Some((batch, index)) = self.batch {
             line["batch"] = json!(batch);

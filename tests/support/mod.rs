@@ -8,6 +8,8 @@
 
 pub mod mcp_servers;
 
+pub mod otlp;
+
 pub mod guardian;
 
 pub mod faults;

@@ -199,10 +199,12 @@ async fn copy(
     writer: FrameWriter,
 ) {
     while let Some(Ok(frame)) = frames.next().await {
-        if let LineFrame::Line(line) = frame {
-            if writer.send(line).await.is_err() {
-                return;
-            }
+        let line = match frame {
+            LineFrame::Line(line) | LineFrame::Traced { line, .. } => line,
+            LineFrame::TooLong => continue,
+        };
+        if writer.send(line).await.is_err() {
+            return;
         }
     }
 }

@@ -130,7 +130,7 @@ impl Conversation {
                 .await
                 .map_err(|_| format!("no answer to {method}"))?;
             let line = match frame {
-                Some(Ok(LineFrame::Line(line))) => line,
+                Some(Ok(LineFrame::Line(line) | LineFrame::Traced { line, .. })) => line,
                 Some(Ok(LineFrame::TooLong)) => continue,
                 Some(Err(err)) => return Err(format!("reading the answer to {method}: {err}")),
                 None => return Err(format!("the server went away before answering {method}")),

@@ -143,7 +143,9 @@ async fn await_initialize(
             () = stop.cancelled() => return None,
         };
         let message = match frame? {
-            Ok(LineFrame::Line(bytes)) => serde_json::from_slice::<Value>(&bytes).ok(),
+            Ok(LineFrame::Line(bytes) | LineFrame::Traced { line: bytes, .. }) => {
+                serde_json::from_slice::<Value>(&bytes).ok()
+            }
             Ok(LineFrame::TooLong) => None,
             Err(_) => return None,
         };
@@ -283,7 +285,11 @@ async fn serve(
     loop {
         tokio::select! {
             frame = downstream.frames.next() => match frame {
-                Some(Ok(LineFrame::Line(bytes))) => from_client(router, &bytes).await,
+                // A virtual server does not continue the agent's trace: its
+                // legs start their own.
+                Some(Ok(LineFrame::Line(bytes) | LineFrame::Traced { line: bytes, .. })) => {
+                    from_client(router, &bytes).await
+                }
                 Some(Ok(LineFrame::TooLong)) => {
                     router.reply_error(&Value::Null, codes::INVALID_REQUEST, "the message is too large").await;
                 }

@@ -47,6 +47,7 @@ use super::tls::TlsSettings;
 use super::GuardianTransport;
 use crate::guardian::remote::wire::codes::REPLAY_DETECTED;
 use crate::metrics::METRICS;
+use crate::telemetry::carrier::{self, Carrier};
 
 /// How long a TCP + TLS connect may take. A refused connection fails at
 /// once; this bounds only silent networks, well inside a decision timeout.
@@ -168,13 +169,17 @@ impl HttpTransport {
         client: &reqwest::Client,
         body: Bytes,
     ) -> Result<reqwest::Response, TransportError> {
-        client
+        let mut request = client
             .post(self.url.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(classify)
+            .header(CONTENT_TYPE, "application/json");
+        // The Guardian call's span, when traced, continues in the Guardian.
+        if let Some(carrier) = Carrier::current() {
+            request = request.header(carrier::TRACEPARENT, carrier.traceparent);
+            if let Some(state) = carrier.tracestate {
+                request = request.header(carrier::TRACESTATE, state);
+            }
+        }
+        request.body(body).send().await.map_err(classify)
     }
 
     /// The resend on a new connection, after `first` closed before an

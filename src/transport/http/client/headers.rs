@@ -11,6 +11,7 @@ use super::message::{header_text, Outgoing};
 use super::{
     Client, Mode, State, JSON, MCP_METHOD, MCP_NAME, POST_ACCEPT, PROTOCOL_VERSION, SESSION_ID,
 };
+use crate::telemetry::carrier::{Carrier, TRACEPARENT, TRACESTATE};
 use crate::transport::http::metadata::expected::Expected;
 use crate::transport::http::metadata::{is_stateless, registry, PARAM_PREFIX};
 
@@ -21,6 +22,9 @@ impl Client {
         let mut headers = self.headers.clone();
         headers.insert(ACCEPT, HeaderValue::from_static(POST_ACCEPT));
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
+        if let Some(carrier) = &out.trace {
+            trace_headers(&mut headers, carrier);
+        }
         let mut state = self.lock();
         if out.initialize {
             state.initializing = true;
@@ -107,5 +111,15 @@ impl State {
         if let Some(version) = &self.version {
             headers.insert(PROTOCOL_VERSION, header_text(version));
         }
+    }
+}
+
+/// W3C trace context headers for the request's span (tracing on).
+fn trace_headers(headers: &mut HeaderMap, carrier: &Carrier) {
+    if let Ok(value) = HeaderValue::from_str(&carrier.traceparent) {
+        headers.insert(TRACEPARENT, value);
+    }
+    if let Some(Ok(value)) = carrier.tracestate.as_deref().map(HeaderValue::from_str) {
+        headers.insert(TRACESTATE, value);
     }
 }

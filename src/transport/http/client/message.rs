@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::jsonrpc::{peek_frame, Frame, Message, MessageKind, RequestId};
+use crate::telemetry::{self, Carrier};
 use crate::transport::http::metadata::encoding;
 use crate::transport::http::metadata::expected::name_field;
 
@@ -39,6 +40,9 @@ pub(crate) struct Outgoing {
     pub cancels: Option<RequestId>,
     /// It holds responses only (no request, no notification).
     pub only_responses: bool,
+    /// `params._meta.traceparent`/`tracestate` of a single request, while
+    /// tracing is on: sent as headers too (the relay put them there).
+    pub trace: Option<Carrier>,
 }
 
 #[derive(Deserialize)]
@@ -65,6 +69,10 @@ struct Params<'a> {
 struct Meta<'a> {
     #[serde(borrow, default, rename = "io.modelcontextprotocol/protocolVersion")]
     version: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    traceparent: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tracestate: Option<&'a RawValue>,
 }
 
 impl Outgoing {
@@ -98,7 +106,11 @@ impl Outgoing {
             .and_then(|w| w.params)
             .and_then(|raw| serde_json::from_str::<Params<'_>>(raw.get()).ok());
         let text = |raw: Option<&RawValue>| raw.and_then(|raw| string(raw.get()));
-        let (name, version, cancel) = match &params {
+        let meta = params
+            .as_ref()
+            .and_then(|params| params.meta)
+            .and_then(|raw| serde_json::from_str::<Meta<'_>>(raw.get()).ok());
+        let (name, cancel) = match &params {
             Some(params) => (
                 match name_field(message.method()) {
                     Some("name") => text(params.name),
@@ -106,14 +118,20 @@ impl Outgoing {
                     Some(_) => text(params.task_id),
                     None => None,
                 },
-                params
-                    .meta
-                    .and_then(|raw| serde_json::from_str::<Meta<'_>>(raw.get()).ok())
-                    .and_then(|meta| text(meta.version)),
                 params.request_id.map(|raw| RequestId::from_json(raw.get())),
             ),
-            None => (None, None, None),
+            None => (None, None),
         };
+        let version = meta.as_ref().and_then(|meta| text(meta.version));
+        let trace = meta
+            .as_ref()
+            .filter(|_| request && telemetry::enabled())
+            .and_then(|meta| {
+                Some(Carrier {
+                    traceparent: text(meta.traceparent)?,
+                    tracestate: text(meta.tracestate),
+                })
+            });
         Self {
             requests: message.id.clone().filter(|_| request).into_iter().collect(),
             initialize: request && message.method() == "initialize",
@@ -123,6 +141,7 @@ impl Outgoing {
             cancels: cancel.filter(|_| message.method() == "notifications/cancelled"),
             only_responses: message.kind == MessageKind::Response,
             method,
+            trace,
         }
     }
 }

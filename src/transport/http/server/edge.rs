@@ -35,7 +35,9 @@ use axum::response::Response;
 
 pub(crate) use self::oauth::WELL_KNOWN;
 pub use self::oauth::{OAuth, OAuthError};
-pub(crate) use self::request::{accepts, content_type_is_json, one_line, read_body, Accepts};
+pub(crate) use self::request::{
+    accepts, content_type_is_json, one_line, read_body, trace_context, Accepts,
+};
 use self::tokens::bearer;
 pub(crate) use self::tokens::{file_stamp, TokenFile};
 

@@ -51,6 +51,7 @@ use super::session::{execute, HttpSession};
 use super::shared::Shared;
 use super::stateless;
 use crate::jsonrpc::{codes, peek_frame_within, Frame, Message, MessageKind, PeekError};
+use crate::telemetry::Carrier;
 
 /// How long DELETE waits for the session's audit chain to be sealed.
 const SEAL_WAIT: Duration = Duration::from_secs(5);
@@ -178,7 +179,17 @@ async fn post(shared: &Arc<Shared>, route: Arc<str>, parts: &Parts, body: Body) 
         }
     };
     session.touch();
-    deliver(&session, body, &messages, batch, initialize, accepts.sse).await
+    let carrier = edge::trace_context(headers);
+    deliver(
+        &session,
+        body,
+        carrier,
+        &messages,
+        batch,
+        initialize,
+        accepts.sse,
+    )
+    .await
 }
 
 /// The messages of a POST body, and whether they came as a batch; 400 with
@@ -224,6 +235,7 @@ fn frame_of(body: &Bytes, max_depth: usize) -> Result<(Vec<Message>, bool), Refu
 async fn deliver(
     session: &Arc<HttpSession>,
     frame: Bytes,
+    carrier: Option<Carrier>,
     messages: &[Message],
     batch: bool,
     initialize: bool,
@@ -240,7 +252,7 @@ async fn deliver(
     }
     let requests: Vec<PostedRequest> = messages.iter().filter_map(PostedRequest::of).collect();
     if requests.is_empty() {
-        return match session.send(frame).await {
+        return match session.send_traced(frame, carrier).await {
             Ok(()) => StatusCode::ACCEPTED.into_response(),
             Err(_) => gone(),
         };
@@ -262,7 +274,7 @@ async fn deliver(
         }
     };
     // Registered before the relay sees the frame, so the answer has a home.
-    if session.send(frame).await.is_err() {
+    if session.send_traced(frame, carrier).await.is_err() {
         return gone();
     }
     match opened {

@@ -16,6 +16,7 @@ use super::principal::Principal;
 use super::routing::{cancellation, Attachment, Dispatch, ReplayLimits, Routes};
 use super::start::{FrameSender, Started};
 use crate::jsonrpc::{codes, error_response};
+use crate::telemetry::Carrier;
 use crate::transport::writer::FrameReceiver;
 use crate::transport::LineFrame;
 
@@ -89,11 +90,25 @@ impl HttpSession {
 
     /// Pushes one client frame into the relay.
     pub(crate) async fn send(&self, frame: Bytes) -> Result<(), SessionGone> {
+        self.send_traced(frame, None).await
+    }
+
+    /// Pushes one client frame into the relay, with the trace context its
+    /// POST carried (tracing on).
+    pub(crate) async fn send_traced(
+        &self,
+        frame: Bytes,
+        carrier: Option<Carrier>,
+    ) -> Result<(), SessionGone> {
         let frames = lock(&self.frames).clone().ok_or(SessionGone)?;
-        frames
-            .send(Ok(LineFrame::Line(frame)))
-            .await
-            .map_err(|_| SessionGone)
+        let frame = match carrier {
+            Some(carrier) => LineFrame::Traced {
+                line: frame,
+                carrier,
+            },
+            None => LineFrame::Line(frame),
+        };
+        frames.send(Ok(frame)).await.map_err(|_| SessionGone)
     }
 
     /// Ends the agent's side: the relay sees its input end, shuts the

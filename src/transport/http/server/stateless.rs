@@ -34,7 +34,7 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::edge::Accepts;
+use super::edge::{self, Accepts};
 use super::era::SUPPORTED_VERSIONS;
 use super::events::{self, DropGuard};
 use super::header_checks;
@@ -80,12 +80,14 @@ pub(crate) async fn post(
         Ok(started) => started,
         Err(err) => return err.response(&route, message.id.as_ref()),
     };
-    if started
-        .frames
-        .send(Ok(LineFrame::Line(body)))
-        .await
-        .is_err()
-    {
+    let frame = match edge::trace_context(&parts.headers) {
+        Some(carrier) => LineFrame::Traced {
+            line: body,
+            carrier,
+        },
+        None => LineFrame::Line(body),
+    };
+    if started.frames.send(Ok(frame)).await.is_err() {
         return ended(message.id.as_ref());
     }
     let Some(id) = message.id.clone() else {

@@ -11,6 +11,7 @@ use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 
 use super::super::responses::rejection;
+use crate::telemetry::Carrier;
 
 /// How long a client may take to send a request body.
 const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -22,6 +23,12 @@ pub(crate) struct Accepts {
     pub(crate) json: bool,
     /// `text/event-stream`.
     pub(crate) sse: bool,
+}
+
+/// The W3C trace context (`traceparent`, `tracestate`) a request came
+/// with, while tracing is on.
+pub(crate) fn trace_context(headers: &HeaderMap) -> Option<Carrier> {
+    Carrier::from_headers(|name| headers.get(name).and_then(|value| value.to_str().ok()))
 }
 
 /// Parses `Accept`; an absent header accepts everything.
