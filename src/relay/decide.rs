@@ -203,7 +203,7 @@ fn gateway_context(session: &Session, hook: &HookRequest) -> GatewayContext {
     GatewayContext {
         route: session.upstream.clone(),
         transport: session.transport.to_owned(),
-        client_address: None,
+        client_address: session.client_address.clone(),
         tool,
     }
 }

@@ -77,7 +77,8 @@ pub async fn run_session(
             writers,
         )
         .with_request_budget(context.requests.clone())
-        .with_identity(downstream.identity.clone()),
+        .with_identity(downstream.identity.clone())
+        .with_client_address(downstream.client_address.clone()),
     );
     let active = METRICS
         .sessions_active

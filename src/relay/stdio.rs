@@ -46,6 +46,7 @@ pub async fn run_stdio(
         transport: "stdio",
         upstream_headers: Vec::new(),
         identity: Some(Arc::new(stdio::caller(&config.hooks))),
+        client_address: None,
     };
     let stop = CancellationToken::new();
     tokio::spawn(stop_on_signal(stop.clone()));
