@@ -111,6 +111,7 @@ fn case(user: &str, tool: &str) -> Case {
             route: "demo".into(),
             transport: "stdio".into(),
             client_address: None,
+            limits: None,
             tool: Some(Arc::new(
                 json!({"name": tool, "annotations": {"readOnlyHint": true}}),
             )),

@@ -22,13 +22,17 @@ pub struct GatewayContext {
     /// The server's definition of the tool the hook concerns (its
     /// `tools/list` entry: description, schemas, annotations), when known.
     pub tool: Option<Arc<Value>>,
+    /// The `[[policy.limit]]` entries the call falls under and where its
+    /// caller stands under each (a JSON array of
+    /// `policy::limit::LimitUsage`), when limits are configured.
+    pub limits: Option<Value>,
 }
 
 impl GatewayContext {
-    /// `input.context`: `route`, `transport`, and `client_address` and
-    /// `tool` when known.
+    /// `input.context`: `route`, `transport`, and `client_address`, `tool`
+    /// and `limits` when known.
     pub fn to_value(&self) -> Value {
-        let mut map = Map::with_capacity(4);
+        let mut map = Map::with_capacity(5);
         map.insert("route".into(), Value::from(self.route.as_str()));
         map.insert("transport".into(), Value::from(self.transport.as_str()));
         if let Some(address) = &self.client_address {
@@ -36,6 +40,9 @@ impl GatewayContext {
         }
         if let Some(tool) = &self.tool {
             map.insert("tool".into(), (**tool).clone());
+        }
+        if let Some(limits) = &self.limits {
+            map.insert("limits".into(), limits.clone());
         }
         Value::Object(map)
     }

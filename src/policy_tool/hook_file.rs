@@ -88,6 +88,8 @@ struct WrittenContext {
     client_address: Option<String>,
     #[serde(default)]
     tool: Option<Value>,
+    #[serde(default)]
+    limits: Option<Value>,
 }
 
 impl HookFile {
@@ -131,6 +133,7 @@ impl HookFile {
             transport: context.transport.unwrap_or_else(|| "stdio".to_owned()),
             client_address: context.client_address,
             tool: context.tool.map(Arc::new),
+            limits: context.limits,
         };
         Ok(HookFile {
             hook,

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::limits_in_force;
 use crate::audit::{self, AppendReceipt, AuditError, AuditRecord, Monitored, OnFailure};
 use crate::enforce::Action;
 use crate::guardian::{BatchAnswer, Decision, DecisionSource, FailurePosture, GuardianError};
@@ -205,6 +206,7 @@ fn gateway_context(session: &Session, hook: &HookRequest) -> GatewayContext {
         transport: session.transport.to_owned(),
         client_address: session.client_address.clone(),
         tool,
+        limits: limits_in_force::usage(session, hook),
     }
 }
 
