@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::context::{absolute, BenchArgs, Context};
-use crate::setup::{Decider, Listen, ProxySetup, Server, Upstream};
+use crate::setup::{Listen, ProxySetup, Server, Upstream};
 
 /// Which gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,7 +106,7 @@ impl Gateway {
                         max_sessions: 1024,
                     },
                     upstream: Upstream::Command(server.command.clone()),
-                    decider: Decider::Embedded { rules: args.rules },
+                    decider: args.embedded()?,
                     audit: audit.clone(),
                 };
                 std::fs::write(&config, setup.config())

@@ -11,7 +11,9 @@
 //! - `guardian`: stdio → stdio with a remote ACS Guardian over HTTP, its
 //!   own service time measured on its side;
 //! - `scale`: thousands of idle HTTP sessions held at once, then hundreds
-//!   active.
+//!   active;
+//! - `reload` (not in the default set): 1,000 calls/s with and without
+//!   policy reloads, the latency each call sees.
 //!
 //! ```text
 //! cargo build --release --workspace
@@ -30,6 +32,7 @@ mod setup;
 mod stats;
 mod suite_guardian;
 mod suite_http;
+mod suite_reload;
 mod suite_scale;
 mod suite_stdio;
 mod timed_guardian;
@@ -122,9 +125,10 @@ fn run(args: &BenchArgs) -> Result<String, String> {
             "http" => suite_http::run(args, &context),
             "guardian" => suite_guardian::run(args, &context),
             "scale" => suite_scale::run(args, &context),
+            "reload" => suite_reload::run(args, &context),
             other => {
                 return Err(format!(
-                    "unknown suite {other:?} (stdio, http, guardian, scale)"
+                    "unknown suite {other:?} (stdio, http, guardian, scale, reload)"
                 ))
             }
         };

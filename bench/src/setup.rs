@@ -91,6 +91,9 @@ pub enum Upstream {
 pub enum Decider {
     /// The embedded Guardian with the bench policy of `rules` rules.
     Embedded { rules: usize },
+    /// The embedded Guardian with the Rego example library
+    /// (`examples/policies`), the caller a developer (echo is allowed).
+    Rego,
     /// A remote ACS Guardian over HTTP, both hooks of a call in one batch.
     Remote { url: String, secret_file: PathBuf },
 }
@@ -130,9 +133,22 @@ impl ProxySetup {
             ),
             Upstream::Url(url) => format!("url = {url:?}\n"),
         };
+        let mut caller = String::new();
         let (guardian, rules) = match &self.decider {
             Decider::Embedded { rules } => {
                 ("mode = \"embedded\"\n".to_owned(), policy_rules(*rules))
+            }
+            Decider::Rego => {
+                let library = workspace_root().join("examples/policies");
+                caller.push_str("user_id = \"bench\"\nroles = [\"developer\"]\n");
+                (
+                    "mode = \"embedded\"\n".to_owned(),
+                    format!(
+                        "engine = \"rego\"\nrego = [{:?}]\ndata = {:?}\n",
+                        library.join("*.rego").display().to_string(),
+                        library.join("data.json").display().to_string()
+                    ),
+                )
             }
             Decider::Remote { url, secret_file } => (
                 format!(
@@ -153,7 +169,7 @@ name = "{name}"
 {guardian}
 [hooks]
 tools_call = "both"
-
+{caller}
 [policy]
 default = "allow"
 {rules}

@@ -28,7 +28,7 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
     );
     report.parameters = format!(
         "{} rounds; per run: {} warm-up calls, {} sequential calls, {} calls at each of {:?} in flight; \
-         {}-byte tools/call requests; proxy: embedded Guardian, {} rules (none match echo), \
+         {}-byte tools/call requests; proxy: embedded Guardian, {}, \
          tools_call = \"both\", inventory on, audit fsync = \"batch\" in {}{}",
         args.rounds,
         args.warmup,
@@ -36,11 +36,12 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
         args.pipelined,
         args.in_flight,
         args.request_bytes,
-        args.rules,
+        args.policy_label(),
         work.display(),
         context.pin.as_ref().map_or(String::new(), |cpus| format!("; spawned commands pinned with taskset -c {cpus}")),
     );
 
+    let embedded = args.embedded()?;
     for round in 0..args.rounds {
         for (index, server) in servers.iter().enumerate() {
             let order = if round % 2 == 0 {
@@ -49,7 +50,7 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
                 [true, false]
             };
             for proxied in order {
-                let decider = proxied.then_some(Decider::Embedded { rules: args.rules });
+                let decider = proxied.then(|| embedded.clone());
                 let tag = format!("{}-{}-r{round}", server.key, path_name(proxied));
                 let result = run_one(
                     args,
