@@ -111,6 +111,7 @@ impl Gateway {
                 };
                 std::fs::write(&config, setup.config())
                     .map_err(|e| format!("{}: {e}", config.display()))?;
+                setup.write_tokens()?;
                 Ok(Launch {
                     command: vec![absolute(&self.entry), "--config".into(), absolute(&config)],
                     path: "/mcp",

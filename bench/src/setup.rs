@@ -113,7 +113,7 @@ pub struct ProxySetup {
 impl ProxySetup {
     /// The configuration file's text.
     pub fn config(&self) -> String {
-        let listen = match &self.listen {
+        let mut listen = match &self.listen {
             Listen::Stdio => "transport = \"stdio\"\n".to_owned(),
             Listen::Http {
                 address,
@@ -122,6 +122,17 @@ impl ProxySetup {
                 "transport = \"http\"\naddress = {address:?}\npath = \"/mcp\"\nmax_sessions = {max_sessions}\n"
             ),
         };
+        // Over HTTP the caller the Rego library decides on is a principal:
+        // a named token (`BENCH_TOKEN`, written by `write_tokens`).
+        if matches!(
+            (&self.listen, &self.decider),
+            (Listen::Http { .. }, Decider::Rego)
+        ) {
+            listen.push_str(&format!(
+                "auth_tokens_file = {:?}\n",
+                tokens_file(&self.audit).display().to_string()
+            ));
+        }
         let upstream = match &self.upstream {
             Upstream::Command(command) => format!(
                 "command = [{}]\n",
@@ -180,6 +191,35 @@ fsync = "batch"
             name = self.name,
             audit = self.audit.display().to_string(),
         )
+    }
+}
+
+/// The bearer token of the bench's caller (a developer) when the Rego
+/// library decides over HTTP.
+pub const BENCH_TOKEN: &str = "bench-developer-token";
+
+/// Where the named-token file of a setup whose audit log is `audit` goes.
+fn tokens_file(audit: &Path) -> PathBuf {
+    audit.with_file_name("bench-tokens")
+}
+
+impl ProxySetup {
+    /// Writes the named-token file the config refers to (`--policy rego`
+    /// over HTTP), and has the HTTP client present its token.
+    pub fn write_tokens(&self) -> Result<(), String> {
+        if !matches!(
+            (&self.listen, &self.decider),
+            (Listen::Http { .. }, Decider::Rego)
+        ) {
+            return Ok(());
+        }
+        let file = tokens_file(&self.audit);
+        std::fs::write(&file, format!("{BENCH_TOKEN} bench developer\n"))
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+        let bearer = hyper::header::HeaderValue::from_str(&format!("Bearer {BENCH_TOKEN}"))
+            .map_err(|e| format!("bearer: {e}"))?;
+        let _ = crate::http_client::BEARER.set(bearer);
+        Ok(())
     }
 }
 

@@ -74,6 +74,7 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
         audit: audit.clone(),
     };
     std::fs::write(&config, setup.config()).map_err(|e| format!("{}: {e}", config.display()))?;
+    setup.write_tokens()?;
     let log = work.join("stderr-scale.log");
     let mut proxy = Service::spawn(
         "acs-proxy",
