@@ -147,7 +147,7 @@ impl RegoPolicy {
             limit: EVALUATION_TIME_LIMIT,
             check_interval: std::num::NonZeroU32::MIN,
         });
-        let compiled = CompiledQuery::compile(&engine, &query).map(Arc::new);
+        let compiled = CompiledQuery::compile(&engine, &query, EVALUATION_TIME_LIMIT).map(Arc::new);
         Self {
             engine,
             compiled,

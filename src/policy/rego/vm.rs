@@ -9,6 +9,7 @@
 //! `None`).
 
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use regorus::languages::rego::compiler::Compiler;
 use regorus::rvm::{Program, RegoVM};
@@ -16,7 +17,6 @@ use regorus::utils::limits::ExecutionTimerConfig;
 use regorus::CompiledPolicy;
 
 use super::error::RegoError;
-use super::policy::EVALUATION_TIME_LIMIT;
 
 /// Idle machines kept for reuse; more evaluations at once build their own.
 const IDLE_VMS: usize = 8;
@@ -26,13 +26,19 @@ pub(super) struct CompiledQuery {
     program: Arc<Program>,
     policy: CompiledPolicy,
     data: regorus::Value,
+    time_limit: Duration,
     idle: Mutex<Vec<RegoVM>>,
 }
 
 impl CompiledQuery {
-    /// Lowers `query` of the prepared `engine`; `None` when the policy uses
-    /// something the compiler does not lower (the interpreter evaluates it).
-    pub(super) fn compile(engine: &regorus::Engine, query: &str) -> Option<Self> {
+    /// Lowers `query` of the prepared `engine`, each evaluation to stop
+    /// after `time_limit`; `None` when the policy uses something the
+    /// compiler does not lower (the interpreter evaluates it).
+    pub(super) fn compile(
+        engine: &regorus::Engine,
+        query: &str,
+        time_limit: Duration,
+    ) -> Option<Self> {
         let mut engine = engine.clone();
         let policy = match engine.compile_with_entrypoint(&query.into()) {
             Ok(policy) => policy,
@@ -46,6 +52,7 @@ impl CompiledQuery {
             program,
             policy,
             data: engine.get_data(),
+            time_limit,
             idle: Mutex::default(),
         };
         // A first machine proves the data fits the program (no rule and
@@ -83,7 +90,7 @@ impl CompiledQuery {
         vm.set_data(self.data.clone())
             .map_err(|err| RegoError::Evaluation(err.to_string()))?;
         vm.set_execution_timer_config(Some(ExecutionTimerConfig {
-            limit: EVALUATION_TIME_LIMIT,
+            limit: self.time_limit,
             check_interval: std::num::NonZeroU32::MIN,
         }));
         // The time limit bounds an evaluation; a count of instructions
