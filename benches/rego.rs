@@ -7,6 +7,9 @@
 //! - `allow_list_1000`: a data-driven allow list of 1,000 (user, tool)
 //!   entries, looked up by key.
 //!
+//! Each also `_interpreted`: the same policy walked by regorus's
+//! interpreter instead of run on its VM (what the proxy does).
+//!
 //! `regorus_clone_vs_compiled` compares the two ways regorus offers to
 //! evaluate a prepared policy: cloning the prepared `Engine` per hook (what
 //! the proxy does) and `CompiledPolicy::eval_with_input`.
@@ -111,6 +114,7 @@ fn case(user: &str, tool: &str) -> Case {
             route: "demo".into(),
             transport: "stdio".into(),
             client_address: None,
+            limits: None,
             tool: Some(Arc::new(
                 json!({"name": tool, "annotations": {"readOnlyHint": true}}),
             )),
@@ -159,6 +163,13 @@ fn bench_rego(c: &mut Criterion) {
     group.bench_function("rules_20", |b| b.iter(|| evaluate(&f.rules, &f.rules_case)));
     group.bench_function("allow_list_1000", |b| {
         b.iter(|| evaluate(&f.list, &f.list_case))
+    });
+    let (rules, list) = (f.rules.clone().interpreted(), f.list.clone().interpreted());
+    group.bench_function("rules_20_interpreted", |b| {
+        b.iter(|| evaluate(&rules, &f.rules_case))
+    });
+    group.bench_function("allow_list_1000_interpreted", |b| {
+        b.iter(|| evaluate(&list, &f.list_case))
     });
     group.finish();
 }
@@ -228,5 +239,16 @@ fn main() {
     });
     percentiles("rego/allow_list_1000", 20_000, || {
         evaluate(&f.list, &f.list_case)
+    });
+    assert!(
+        f.rules.runs_on_vm() && f.list.runs_on_vm(),
+        "both run on the VM"
+    );
+    let (rules, list) = (f.rules.clone().interpreted(), f.list.clone().interpreted());
+    percentiles("rego/rules_20 interpreted", 20_000, || {
+        evaluate(&rules, &f.rules_case)
+    });
+    percentiles("rego/allow_list_1000 interpreted", 20_000, || {
+        evaluate(&list, &f.list_case)
     });
 }

@@ -300,6 +300,8 @@ pub struct Session {
     pub transport: &'static str,
     /// Who opened the session, when the downstream side authenticated it.
     pub identity: Option<Arc<Identity>>,
+    /// The agent's network address, when the transport has one.
+    pub client_address: Option<String>,
     /// The upstream route name.
     pub upstream: String,
     /// The upstream as a URI, for the AgBOM.
@@ -342,6 +344,7 @@ impl Session {
         Self {
             transport,
             identity: None,
+            client_address: None,
             config,
             session_id,
             metadata: OnceLock::new(),
@@ -391,6 +394,12 @@ impl Session {
     /// Binds the session to the caller the downstream side authenticated.
     pub fn with_identity(mut self, identity: Option<Arc<Identity>>) -> Self {
         self.identity = identity;
+        self
+    }
+
+    /// Records the agent's network address (HTTP and WebSocket listeners).
+    pub fn with_client_address(mut self, address: Option<String>) -> Self {
+        self.client_address = address;
         self
     }
 

@@ -158,3 +158,68 @@ async fn each_user_has_a_quota_that_spans_their_sessions() {
     assert_eq!(echoed(&reply), "b", "bob has his own quota: {reply}");
     assert_eq!(echo_calls_received(&scratch), 3);
 }
+
+/// Denies `echo` once the caller's bucket of `echo-quota` is down to one
+/// call: the policy sees where the caller stands before the limit refuses.
+const LOW_QUOTA_REGO: &str = r#"
+package acs
+
+import rego.v1
+
+default decision := {"decision": "allow"}
+
+decision := {"decision": "deny", "reasoning": sprintf("%d echo calls left; saving them", [quota.remaining]), "reason_codes": ["quota_low"]} if {
+    input.method == "steps/toolCallRequest"
+    some quota in input.context.limits
+    quota.name == "echo-quota"
+    quota.remaining < 2
+}
+"#;
+
+#[test]
+fn a_rego_policy_reads_the_callers_limits_and_denies_when_few_calls_are_left() {
+    let scratch = Scratch::new();
+    std::fs::write(scratch.path("policy.rego"), LOW_QUOTA_REGO).unwrap();
+    let config = scratch.demo_config(
+        r#"
+[policy]
+engine = "rego"
+rego = ["policy.rego"]
+
+[[policy.limit]]
+name = "echo-quota"
+tool = "echo"
+per = "session"
+calls = 5
+interval_s = 3600
+"#,
+    );
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    // Each call takes its token before the policy sees the bucket: 4, 3
+    // and 2 left are fine; 1 and 0 are denied; the 6th is over the limit.
+    for id in 2..5 {
+        proxy.send(&tool_call(id, "echo", json!({"text": "ok"})));
+        assert_eq!(echoed(&proxy.response(&json!(id))), "ok", "call {id}");
+    }
+    for (id, left) in [(5, 1), (6, 0)] {
+        proxy.send(&tool_call(id, "echo", json!({"text": "ok"})));
+        let denied = proxy.response(&json!(id));
+        assert_eq!(denied["result"]["isError"], true, "{denied}");
+        let text = denied["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("");
+        assert!(
+            text.contains(&format!("{left} echo calls left")),
+            "{denied}"
+        );
+    }
+    proxy.send(&tool_call(7, "echo", json!({"text": "ok"})));
+    let refused = proxy.response(&json!(7));
+    assert_eq!(refused["error"]["code"], -32012, "{refused}");
+    proxy.send(&tool_call(8, "add", json!({"a": 1, "b": 2})));
+    assert_eq!(echoed(&proxy.response(&json!(8))), "3", "no limit on add");
+    assert!(proxy.finish().success());
+    assert_eq!(echo_calls_received(&scratch), 3);
+    scratch.assert_audit_verifies();
+}

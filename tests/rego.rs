@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::{json, Value};
+use support::mcp_http::{client, McpHttp};
 use support::{proxy_bin, repo_root, tool_call, Proxy, Scratch};
 
 fn calls_to(scratch: &Scratch, tool: &str) -> usize {
@@ -308,4 +309,47 @@ fn config_check_names_the_file_and_line_of_a_broken_module() {
     );
     assert!(stderr.contains(&location), "{stderr}");
     assert!(stderr.contains("`why`"), "{stderr}");
+}
+
+/// Names the agent's address in a deny, and allows where it has none.
+const BY_CLIENT_ADDRESS: &str = r#"
+package acs
+
+import rego.v1
+
+default decision := {"decision": "allow"}
+
+decision := {"decision": "deny", "reasoning": sprintf("calls from %s are not allowed", [input.context.client_address])} if {
+    input.method == "steps/toolCallRequest"
+    startswith(input.context.client_address, "127.0.0.1:")
+}
+"#;
+
+#[tokio::test]
+async fn input_context_names_the_agents_address_on_http_and_none_on_stdio() {
+    let scratch = Scratch::new();
+    std::fs::write(scratch.path("policy.rego"), BY_CLIENT_ADDRESS).unwrap();
+    let policy = "[policy]\nengine = \"rego\"\nrego = [\"policy.rego\"]\n";
+    let listen = support::listen_section("http", "");
+    let config = scratch.demo_config(&format!("{listen}\n{policy}"));
+    let proxy = support::NetProxy::start(&config);
+    let mut agent = McpHttp::new(client(None), proxy.url("/mcp"));
+    agent.initialize("2025-06-18", json!({})).await;
+    let (denied, _) = agent
+        .request(&tool_call(2, "echo", json!({"text": "hi"})))
+        .await;
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert!(
+        text_of(&denied).contains("calls from 127.0.0.1:"),
+        "{denied}"
+    );
+    drop(proxy);
+
+    let scratch = Scratch::new();
+    std::fs::write(scratch.path("policy.rego"), BY_CLIENT_ADDRESS).unwrap();
+    let mut proxy = Proxy::start(&scratch.demo_config(policy));
+    proxy.initialize(json!({}));
+    proxy.send(&tool_call(2, "echo", json!({"text": "hi"})));
+    assert_eq!(text_of(&proxy.response(&json!(2))), "hi");
+    assert!(proxy.finish().success());
 }

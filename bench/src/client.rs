@@ -188,6 +188,40 @@ impl Peer {
         })
     }
 
+    /// Issues `calls` echo calls one at a time, the `i`th at `i × interval`
+    /// from the start (at once when the previous answer came later), and
+    /// times each round trip: an open-loop rate, so a stall shows as the
+    /// latency of the calls it holds up.
+    pub fn run_paced(&mut self, calls: usize, interval: Duration) -> Result<PhaseRun, String> {
+        let mut latencies_ns = Vec::with_capacity(calls);
+        let mut errors = 0;
+        let start = Instant::now();
+        for index in 0..calls {
+            let due = start + interval * u32::try_from(index).unwrap_or(u32::MAX);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                thread::sleep(wait);
+            }
+            let id = self.next_id;
+            self.next_id += 1;
+            let sent = Instant::now();
+            self.send(self.request(id).as_bytes())?;
+            self.flush()?;
+            let answer = self.read_answer()?;
+            if answer.id != id {
+                return Err(format!("answer to id {} while waiting for {id}", answer.id));
+            }
+            latencies_ns.push(u64::try_from(sent.elapsed().as_nanos()).unwrap_or(u64::MAX));
+            if !answer.ok {
+                errors += 1;
+            }
+        }
+        Ok(PhaseRun {
+            latencies_ns,
+            wall: start.elapsed(),
+            errors,
+        })
+    }
+
     /// Closes the server's stdin and waits for it to exit.
     pub fn finish(mut self, grace: Duration) -> Result<ExitStatus, String> {
         drop(self.stdin.take());

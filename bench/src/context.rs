@@ -10,7 +10,7 @@ use crate::setup::{self, Server};
 /// Options of a benchmark run.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Suites to run, in order: stdio, http, guardian, scale (and aggregate, when named).
+    /// Suites to run, in order: stdio, http, guardian, scale (and aggregate and reload, when named).
     #[arg(long, value_delimiter = ',', default_values_t = ["stdio".to_owned(), "http".to_owned(), "guardian".to_owned(), "scale".to_owned()])]
     pub suites: Vec<String>,
     /// Rounds; each runs every scenario of a suite once, in an order that rotates per round.
@@ -49,6 +49,20 @@ pub struct BenchArgs {
     /// Size of one tools/call request, in bytes.
     #[arg(long, default_value_t = 200)]
     pub request_bytes: usize,
+    /// Calls per run of the reload suite.
+    #[arg(long, default_value_t = 5000)]
+    pub reload_calls: usize,
+    /// Calls per second in the reload suite.
+    #[arg(long, default_value_t = 1000)]
+    pub reload_rate: u32,
+    /// How often the reload suite rewrites the policy and sends SIGHUP.
+    #[arg(long, default_value_t = 250)]
+    pub reload_every_ms: u64,
+    /// The embedded Guardian's policy in the stdio, http and scale suites:
+    /// `rules` (`--rules` TOML rules) or `rego` (the example library in
+    /// examples/policies).
+    #[arg(long, default_value = "rules")]
+    pub policy: String,
     /// Policy rules in the proxy's configuration (embedded Guardian).
     #[arg(long, default_value_t = 20)]
     pub rules: usize,
@@ -85,6 +99,25 @@ pub struct BenchArgs {
     /// Also write the markdown report here.
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+impl BenchArgs {
+    /// The embedded Guardian `--policy` names.
+    pub fn embedded(&self) -> Result<setup::Decider, String> {
+        match self.policy.as_str() {
+            "rules" => Ok(setup::Decider::Embedded { rules: self.rules }),
+            "rego" => Ok(setup::Decider::Rego),
+            other => Err(format!("unknown --policy {other:?} (rules, rego)")),
+        }
+    }
+
+    /// How `--policy` is described in a report.
+    pub fn policy_label(&self) -> String {
+        match self.policy.as_str() {
+            "rego" => "the Rego example library (examples/policies), caller a developer".into(),
+            _ => format!("{} rules (none match echo)", self.rules),
+        }
+    }
 }
 
 /// Resolved paths and servers shared by the suites.

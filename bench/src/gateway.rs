@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::context::{absolute, BenchArgs, Context};
-use crate::setup::{Decider, Listen, ProxySetup, Server, Upstream};
+use crate::setup::{Listen, ProxySetup, Server, Upstream};
 
 /// Which gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,11 +110,12 @@ impl Gateway {
                         max_sessions: 1024,
                     },
                     upstream: Upstream::Command(server.command.clone()),
-                    decider: Decider::Embedded { rules: args.rules },
+                    decider: args.embedded()?,
                     audit: audit.clone(),
                 };
                 std::fs::write(&config, setup.config())
                     .map_err(|e| format!("{}: {e}", config.display()))?;
+                setup.write_tokens()?;
                 Ok(Launch {
                     command: vec![absolute(&self.entry), "--config".into(), absolute(&config)],
                     path: "/mcp",

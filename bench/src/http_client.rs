@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
-use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE, HOST};
+use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde::Deserialize;
@@ -56,6 +56,10 @@ pub struct Connection {
     /// Times the connection was found closed and opened again.
     pub reconnects: usize,
 }
+
+/// `Authorization` sent with every request, when the gateway is set up to
+/// authenticate the caller (`--policy rego`: the policy decides by role).
+pub static BEARER: std::sync::OnceLock<HeaderValue> = std::sync::OnceLock::new();
 
 /// What the client reads from each JSON-RPC message.
 #[derive(Deserialize)]
@@ -105,6 +109,9 @@ impl Connection {
             .header(HOST, self.host.clone())
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream");
+        if let Some(token) = BEARER.get() {
+            request = request.header(AUTHORIZATION, token.clone());
+        }
         if let Some(id) = session {
             request = request
                 .header("mcp-session-id", id.clone())

@@ -91,6 +91,9 @@ pub enum Upstream {
 pub enum Decider {
     /// The embedded Guardian with the bench policy of `rules` rules.
     Embedded { rules: usize },
+    /// The embedded Guardian with the Rego example library
+    /// (`examples/policies`), the caller a developer (echo is allowed).
+    Rego,
     /// A remote ACS Guardian over HTTP, both hooks of a call in one batch.
     Remote { url: String, secret_file: PathBuf },
     /// A remote ACS Guardian the proxy spawns and speaks to over stdio,
@@ -116,7 +119,7 @@ pub struct ProxySetup {
 impl ProxySetup {
     /// The configuration file's text.
     pub fn config(&self) -> String {
-        let listen = match &self.listen {
+        let mut listen = match &self.listen {
             Listen::Stdio => "transport = \"stdio\"\n".to_owned(),
             Listen::Http {
                 address,
@@ -125,13 +128,37 @@ impl ProxySetup {
                 "transport = \"http\"\naddress = {address:?}\npath = \"/mcp\"\nmax_sessions = {max_sessions}\n"
             ),
         };
+        // Over HTTP the caller the Rego library decides on is a principal:
+        // a named token (`BENCH_TOKEN`, written by `write_tokens`).
+        if matches!(
+            (&self.listen, &self.decider),
+            (Listen::Http { .. }, Decider::Rego)
+        ) {
+            listen.push_str(&format!(
+                "auth_tokens_file = {:?}\n",
+                tokens_file(&self.audit).display().to_string()
+            ));
+        }
         let upstream = match &self.upstream {
             Upstream::Command(command) => format!("command = {}\n", toml_strings(command)),
             Upstream::Url(url) => format!("url = {url:?}\n"),
         };
+        let mut caller = String::new();
         let (guardian, rules) = match &self.decider {
             Decider::Embedded { rules } => {
                 ("mode = \"embedded\"\n".to_owned(), policy_rules(*rules))
+            }
+            Decider::Rego => {
+                let library = workspace_root().join("examples/policies");
+                caller.push_str("user_id = \"bench\"\nroles = [\"developer\"]\n");
+                (
+                    "mode = \"embedded\"\n".to_owned(),
+                    format!(
+                        "engine = \"rego\"\nrego = [{:?}]\ndata = {:?}\n",
+                        library.join("*.rego").display().to_string(),
+                        library.join("data.json").display().to_string()
+                    ),
+                )
             }
             Decider::Remote { url, secret_file } => (
                 format!(
@@ -163,7 +190,7 @@ name = "{name}"
 {guardian}
 [hooks]
 tools_call = "both"
-
+{caller}
 [policy]
 default = "allow"
 {rules}
@@ -181,6 +208,35 @@ fsync = "batch"
 fn toml_strings(words: &[String]) -> String {
     let quoted: Vec<String> = words.iter().map(|word| format!("{word:?}")).collect();
     format!("[{}]", quoted.join(", "))
+}
+
+/// The bearer token of the bench's caller (a developer) when the Rego
+/// library decides over HTTP.
+pub const BENCH_TOKEN: &str = "bench-developer-token";
+
+/// Where the named-token file of a setup whose audit log is `audit` goes.
+fn tokens_file(audit: &Path) -> PathBuf {
+    audit.with_file_name("bench-tokens")
+}
+
+impl ProxySetup {
+    /// Writes the named-token file the config refers to (`--policy rego`
+    /// over HTTP), and has the HTTP client present its token.
+    pub fn write_tokens(&self) -> Result<(), String> {
+        if !matches!(
+            (&self.listen, &self.decider),
+            (Listen::Http { .. }, Decider::Rego)
+        ) {
+            return Ok(());
+        }
+        let file = tokens_file(&self.audit);
+        std::fs::write(&file, format!("{BENCH_TOKEN} bench developer\n"))
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+        let bearer = hyper::header::HeaderValue::from_str(&format!("Bearer {BENCH_TOKEN}"))
+            .map_err(|e| format!("bearer: {e}"))?;
+        let _ = crate::http_client::BEARER.set(bearer);
+        Ok(())
+    }
 }
 
 /// The workspace root (this crate lives in `<root>/bench`).

@@ -73,7 +73,7 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
         md,
         "\n- parameters: {} rounds; per run: {} sequential warm-up calls, {} sequential calls, {} calls at each of {:?} in flight, \
          one keep-alive HTTP/1.1 connection per in-flight request, all in one MCP session; {}-byte tools/call requests; \
-         acs-proxy: embedded Guardian, {} rules, tools_call = \"both\", inventory on, audit fsync = \"batch\"; \
+         acs-proxy: embedded Guardian, {}, tools_call = \"both\", inventory on, audit fsync = \"batch\"; \
          supergateway --stateful (one child per session); mcp-proxy (one child for all sessions){}",
         args.rounds,
         args.warmup,
@@ -81,7 +81,7 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
         args.http_calls,
         args.in_flight,
         args.request_bytes,
-        args.rules,
+        args.policy_label(),
         context.pin.as_ref().map_or(String::new(), |cpus| format!("; gateways pinned with taskset -c {cpus}")),
     );
     for note in notes {

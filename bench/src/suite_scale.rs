@@ -18,7 +18,7 @@ use crate::http_client::{self, Connection, EchoCall, Endpoint, Session};
 use crate::procfs::Tree;
 use crate::report::PhaseResult;
 use crate::service::{self, Service};
-use crate::setup::{Decider, Listen, ProxySetup, Upstream};
+use crate::setup::{Listen, ProxySetup, Upstream};
 use crate::suite_guardian::wait_for_addr_file;
 
 /// Resident memory the proxy may use per idle session.
@@ -70,10 +70,11 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
             max_sessions: args.idle_sessions + 16,
         },
         upstream: Upstream::Url(format!("http://{upstream}/mcp")),
-        decider: Decider::Embedded { rules: args.rules },
+        decider: args.embedded()?,
         audit: audit.clone(),
     };
     std::fs::write(&config, setup.config()).map_err(|e| format!("{}: {e}", config.display()))?;
+    setup.write_tokens()?;
     let log = work.join("stderr-scale.log");
     let mut proxy = Service::spawn(
         "acs-proxy",
@@ -212,10 +213,10 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
     let _ = writeln!(
         md,
         "\n- parameters: upstream = `acs-proxy-bench serve-echo-http` (stateless Streamable HTTP, JSON answers) at {upstream}; \
-         proxy: embedded Guardian, {} rules, tools_call = \"both\", inventory on, audit fsync = \"batch\", max_sessions = {}; \
+         proxy: embedded Guardian, {}, tools_call = \"both\", inventory on, audit fsync = \"batch\", max_sessions = {}; \
          each session on its own keep-alive connection ({reconnects} reopened after the proxy closed them while idle); \
          {} audit entries; SIGTERM to exit took {:.1} s; open-file limit {fd_limit}",
-        args.rules,
+        args.policy_label(),
         args.idle_sessions + 16,
         entries,
         stop_time.as_secs_f64(),

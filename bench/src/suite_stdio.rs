@@ -27,7 +27,7 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
     );
     report.parameters = format!(
         "{} rounds; per run: {} warm-up calls, {} sequential calls, {} calls at each of {:?} in flight; \
-         {}-byte tools/call requests; proxy: embedded Guardian, {} rules (none match echo), \
+         {}-byte tools/call requests; proxy: embedded Guardian, {}, \
          tools_call = \"both\", inventory on, audit fsync = \"batch\" in {}{}",
         args.rounds,
         args.warmup,
@@ -35,11 +35,12 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
         args.pipelined,
         args.in_flight,
         args.request_bytes,
-        args.rules,
+        args.policy_label(),
         work.display(),
         context.pin.as_ref().map_or(String::new(), |cpus| format!("; spawned commands pinned with taskset -c {cpus}")),
     );
 
+    let embedded = args.embedded()?;
     for round in 0..args.rounds {
         for (index, server) in servers.iter().enumerate() {
             // Each scenario takes each place in the order in turn, so a
@@ -50,7 +51,7 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
                 let front = match scenario {
                     Scenario::Direct => Front::Nothing,
                     Scenario::BareRelay => Front::BareRelay,
-                    Scenario::Governed => Front::Proxy(Decider::Embedded { rules: args.rules }),
+                    Scenario::Governed => Front::Proxy(embedded.clone()),
                 };
                 let tag = format!("{}-{}-r{round}", server.key, scenario.name());
                 let result = run_one(

@@ -17,6 +17,7 @@ use futures_util::future::{self, BoxFuture, FutureExt};
 use super::{Decision, DecisionSource, FailurePosture, Guardian, GuardianError, Negotiated};
 use crate::config::{Config, PostureSetting};
 use crate::hooks::{GatewayContext, HookRequest, Metadata};
+use crate::policy::limit::RateLimits;
 use crate::policy::Policy;
 
 pub use engine::{Explained, PolicyEngine};
@@ -29,31 +30,42 @@ pub struct EmbeddedGuardian {
     on_decision_failure: FailurePosture,
 }
 
-/// A policy and the digest of the files it was built from.
+/// A policy, its `[[policy.limit]]` set, and the digest of the files
+/// they were built from.
 struct InForce {
     engine: Arc<PolicyEngine>,
+    limits: Arc<RateLimits>,
     digest: Option<Arc<str>>,
 }
 
 impl EmbeddedGuardian {
     /// Wraps compiled rules.
     pub fn new(policy: Arc<Policy>) -> Self {
-        Self::with_engine(PolicyEngine::Rules(policy), FailurePosture::default())
+        let limits = policy.limits().clone();
+        Self::built(
+            PolicyEngine::Rules(policy),
+            limits,
+            None,
+            FailurePosture::default(),
+        )
     }
 
-    /// Wraps either engine, with the posture for its decision failures.
+    /// Wraps either engine, with the posture for its decision failures
+    /// (and no limits).
     pub fn with_engine(engine: PolicyEngine, on_decision_failure: FailurePosture) -> Self {
-        Self::built(engine, None, on_decision_failure)
+        Self::built(engine, RateLimits::default(), None, on_decision_failure)
     }
 
     fn built(
         engine: PolicyEngine,
+        limits: RateLimits,
         digest: Option<String>,
         on_decision_failure: FailurePosture,
     ) -> Self {
         Self {
             in_force: RwLock::new(Arc::new(InForce {
                 engine: Arc::new(engine),
+                limits: Arc::new(limits),
                 digest: digest.map(Arc::from),
             })),
             on_decision_failure,
@@ -65,14 +77,17 @@ impl EmbeddedGuardian {
         self.in_force().engine.clone()
     }
 
-    /// Puts `engine`, built from files with `digest`, in force for every
-    /// hook decided from now on.
-    pub fn replace(&self, engine: PolicyEngine, digest: Option<String>) {
-        let in_force = InForce {
+    /// Puts `engine` and `limits`, built from files with `digest`, in force
+    /// for every hook decided and call admitted from now on. Limits whose
+    /// definition did not change keep their buckets and calls in flight.
+    pub fn replace(&self, engine: PolicyEngine, limits: RateLimits, digest: Option<String>) {
+        let mut in_force = self.in_force.write().unwrap_or_else(|e| e.into_inner());
+        let replacement = InForce {
             engine: Arc::new(engine),
+            limits: Arc::new(limits.carry_over(&in_force.limits)),
             digest: digest.map(Arc::from),
         };
-        *self.in_force.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(in_force);
+        *in_force = Arc::new(replacement);
     }
 
     fn in_force(&self) -> Arc<InForce> {
@@ -107,7 +122,7 @@ impl EmbeddedGuardian {
             .source
             .as_deref()
             .map(|path| reload::digest(&reload::files(path, &engine)));
-        Self::built(engine, digest, posture)
+        Self::built(engine, config.policy.limits().clone(), digest, posture)
     }
 }
 
@@ -134,6 +149,10 @@ impl Guardian for EmbeddedGuardian {
 
     fn wants_context(&self) -> bool {
         self.engine().reads_context()
+    }
+
+    fn rate_limits(&self) -> Option<Arc<RateLimits>> {
+        Some(self.in_force().limits.clone())
     }
 
     fn decide_in_context<'a>(

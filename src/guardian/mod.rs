@@ -9,6 +9,8 @@ pub mod embedded;
 mod negotiated;
 pub mod remote;
 
+use std::sync::Arc;
+
 use futures_util::future::{BoxFuture, FutureExt};
 
 /// Defined with the audit entry that records it.
@@ -19,6 +21,7 @@ pub use crate::hooks::decision::{self, Decision, Disposition};
 pub use negotiated::{FailurePosture, Negotiated};
 
 use crate::hooks::{GatewayContext, HookRequest, Metadata};
+use crate::policy::limit::RateLimits;
 use remote::wire::codes;
 
 /// A decision and where it came from.
@@ -135,6 +138,13 @@ pub trait Guardian: Send + Sync {
     /// it (and calls [`Guardian::decide_in_context`]) only then.
     fn wants_context(&self) -> bool {
         false
+    }
+
+    /// The `[[policy.limit]]` set in force when this Guardian's policy
+    /// carries its own (the embedded Guardian's is reloaded with it);
+    /// `None`: the limits of the configuration the session started with.
+    fn rate_limits(&self) -> Option<Arc<RateLimits>> {
+        None
     }
 
     /// Decides one hook, knowing the gateway facts that are not on the

@@ -29,13 +29,17 @@ pub struct GatewayContext {
     /// The tool's name as the agent of a virtual server calls it
     /// (`everything__echo`), beside its own name in the payload.
     pub called_as: Option<String>,
+    /// The `[[policy.limit]]` entries the call falls under and where its
+    /// caller stands under each (a JSON array of
+    /// `policy::limit::LimitUsage`), when limits are configured.
+    pub limits: Option<Value>,
 }
 
 impl GatewayContext {
-    /// `input.context`: `route`, `transport`, and `client_address` and
-    /// `tool` when known.
+    /// `input.context`: `route`, `transport`, and `client_address`, `tool`
+    /// and `limits` when known.
     pub fn to_value(&self) -> Value {
-        let mut map = Map::with_capacity(4);
+        let mut map = Map::with_capacity(5);
         map.insert("route".into(), Value::from(self.route.as_str()));
         map.insert("transport".into(), Value::from(self.transport.as_str()));
         if let Some(address) = &self.client_address {
@@ -49,6 +53,9 @@ impl GatewayContext {
         }
         if let Some(called_as) = &self.called_as {
             map.insert("called_as".into(), Value::from(called_as.as_str()));
+        }
+        if let Some(limits) = &self.limits {
+            map.insert("limits".into(), limits.clone());
         }
         Value::Object(map)
     }

@@ -37,7 +37,7 @@ impl Metadata {
         self.user.as_deref().and_then(|user| user.tenant.as_deref())
     }
 
-    fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         let mut map = Map::new();
         map.insert("agent_id".into(), Value::from(self.agent_id.as_str()));
         map.insert(

@@ -20,6 +20,7 @@ mod input;
 mod load;
 mod policy;
 mod testing;
+mod vm;
 
 pub use error::RegoError;
 pub use files::walk;

@@ -92,6 +92,8 @@ struct WrittenContext {
     aggregate: Option<String>,
     #[serde(default)]
     called_as: Option<String>,
+    #[serde(default)]
+    limits: Option<Value>,
 }
 
 impl HookFile {
@@ -137,6 +139,7 @@ impl HookFile {
             tool: context.tool.map(Arc::new),
             aggregate: context.aggregate,
             called_as: context.called_as,
+            limits: context.limits,
         };
         Ok(HookFile {
             hook,

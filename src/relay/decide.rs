@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::limits_in_force;
 use crate::audit::{self, AppendReceipt, AuditError, AuditRecord, Monitored, OnFailure};
 use crate::enforce::Action;
 use crate::guardian::{BatchAnswer, Decision, DecisionSource, FailurePosture, GuardianError};
@@ -217,10 +218,11 @@ fn gateway_context(session: &Session, hook: &HookRequest) -> GatewayContext {
     GatewayContext {
         route: session.upstream.clone(),
         transport: session.transport.to_owned(),
-        client_address: None,
+        client_address: session.client_address.clone(),
         tool,
         aggregate: session.virtual_route.as_ref().map(|r| r.aggregate.clone()),
         called_as: hook.called_as.as_deref().map(str::to_owned),
+        limits: limits_in_force::usage(session, hook),
     }
 }
 

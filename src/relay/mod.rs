@@ -26,6 +26,7 @@ pub mod flow;
 pub mod integrity;
 pub mod inventory;
 pub mod lifecycle;
+pub mod limits_in_force;
 pub mod pump;
 pub mod quota;
 mod run;

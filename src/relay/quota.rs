@@ -21,6 +21,7 @@ use serde_json::json;
 
 use super::decide::{self, MessageContext};
 use super::delivery::Delivery;
+use super::limits_in_force;
 use crate::enforce::Action;
 use crate::guardian::Decision;
 use crate::hooks::{self, mcp};
@@ -45,8 +46,7 @@ pub async fn admit(
     mcp_method: &str,
     tool: Option<&str>,
 ) -> Result<(), Vec<Delivery>> {
-    let limits = session.config.policy.limits();
-    if direction != Direction::ClientToServer || limits.is_empty() || mcp_method == "initialize" {
+    if direction != Direction::ClientToServer || mcp_method == "initialize" {
         return Ok(());
     }
     let wrapped = mcp::wrapped_method(mcp_method);
@@ -65,7 +65,13 @@ pub async fn admit(
         session: &session_id,
     };
     let pending = session.pending_from(direction);
-    match limits.admit(&call) {
+    let admitted = limits_in_force::with_limits(session, |limits| {
+        (!limits.is_empty()).then(|| limits.admit(&call))
+    });
+    let Some(admitted) = admitted else {
+        return Ok(());
+    };
+    match admitted {
         Ok(admitted) => {
             let admitted = Arc::new(admitted);
             pending.update(id, |request| request.admitted = Some(admitted));

@@ -88,7 +88,8 @@ pub async fn run_session(
         )
         .with_request_budget(context.requests.clone())
         .with_identity(downstream.identity.clone())
-        .with_virtual_route(context.virtual_route.clone()),
+        .with_virtual_route(context.virtual_route.clone())
+        .with_client_address(downstream.client_address.clone()),
     );
     let active = METRICS
         .sessions_active

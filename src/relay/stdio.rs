@@ -52,6 +52,7 @@ pub async fn run_stdio(
         transport: "stdio",
         upstream_headers: Vec::new(),
         identity: Some(Arc::new(stdio::caller(&config.hooks))),
+        client_address: None,
     };
     let stop = CancellationToken::new();
     tokio::spawn(stop_on_signal(stop.clone()));
@@ -90,6 +91,7 @@ async fn run_stdio_aggregate(
         transport: "stdio",
         upstream_headers: Vec::new(),
         identity: Some(Arc::new(stdio::caller(&config.hooks))),
+        client_address: None,
     };
     let stop = CancellationToken::new();
     tokio::spawn(stop_on_signal(stop.clone()));

@@ -28,6 +28,9 @@ pub struct Downstream {
     /// Who the listener authenticated (over stdio: the OS or configured
     /// user); `None` when the listener asks for no credential.
     pub identity: Option<Arc<Identity>>,
+    /// The agent's network address (`ip:port` of the TCP peer); `None`
+    /// over stdio.
+    pub client_address: Option<String>,
 }
 
 /// A running session, as a listener sees it.

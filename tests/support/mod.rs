@@ -380,6 +380,11 @@ impl Proxy {
         }
     }
 
+    /// The next message the proxy has written, if one is there already.
+    pub fn try_recv(&mut self) -> Option<Value> {
+        self.lines.try_recv().ok().map(|line| parse(&line))
+    }
+
     /// The next message the proxy writes.
     pub fn recv(&mut self) -> Value {
         parse(&self.recv_raw())

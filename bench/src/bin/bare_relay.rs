@@ -93,6 +93,7 @@ async fn serve(config: Arc<Config>) -> Result<(), String> {
             transport: "stdio",
             upstream_headers: Vec::new(),
             identity: None,
+            client_address: None,
         };
         let upstream = relay.connect().await?;
         relay_session(downstream, upstream).await;

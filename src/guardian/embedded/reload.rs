@@ -5,8 +5,9 @@
 //! on the policy it started with. A policy that fails to load leaves the
 //! old one in force and logs the error with its `file:line`.
 //!
-//! Only the policy is replaced: other sections of the config file (and
-//! `[[policy.limit]]`, whose counts live with the sessions) take a restart.
+//! The policy is replaced with its `[[policy.limit]]` set; a limit whose
+//! definition did not change keeps its buckets and calls in flight. Other
+//! sections of the config file take a restart.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
@@ -76,7 +77,12 @@ pub async fn watch(guardian: Arc<EmbeddedGuardian>, config_path: PathBuf, stop: 
                 }
             }
         }
-        reload(&guardian, &config_path);
+        // Reading and compiling a large policy takes milliseconds: off the
+        // runtime's workers, so the calls in flight meanwhile are not held.
+        let (reloading, path) = (guardian.clone(), config_path.clone());
+        if let Err(err) = tokio::task::spawn_blocking(move || reload(&reloading, &path)).await {
+            tracing::error!(%err, "the policy reload task failed");
+        }
         seen = stamps(&files(&config_path, &guardian.engine()));
     }
 }
@@ -89,7 +95,8 @@ pub fn reload(guardian: &EmbeddedGuardian, config_path: &Path) -> bool {
         Ok(config) => {
             let engine = PolicyEngine::from_config(&config);
             let after = digest(&files(config_path, &engine));
-            guardian.replace(engine, Some(after.clone()));
+            let limits = config.policy.limits().clone();
+            guardian.replace(engine, limits, Some(after.clone()));
             POLICY_RELOADS.with_label_values(&["ok"]).inc();
             publish_digest(Some(&before), &after);
             tracing::info!(digest = %after, "reloaded the policy");

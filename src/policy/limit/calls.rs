@@ -1,10 +1,13 @@
 //! Calls per interval: a token bucket per key (GCRA, from `governor`).
 
+use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use governor::clock::Clock;
+use governor::middleware::StateInformationMiddleware;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 /// How many checks pass between sweeps of keys whose bucket is full again,
@@ -15,7 +18,13 @@ const SWEEP_EVERY: u64 = 4096;
 /// refills one token every `interval / calls`.
 #[derive(Debug)]
 pub(crate) struct CallRate {
-    limiter: DefaultKeyedRateLimiter<String>,
+    limiter: DefaultKeyedRateLimiter<String, StateInformationMiddleware>,
+    calls: u32,
+    period: Duration,
+    /// Tokens each key had left after its last admitted call, and when:
+    /// governor has no way to look at a bucket without taking from it, and
+    /// a policy reads how full the caller's bucket is.
+    left: Mutex<HashMap<String, (u32, Instant)>>,
     checks: AtomicU64,
 }
 
@@ -26,7 +35,10 @@ impl CallRate {
         let period = interval.checked_div(calls.get())?;
         let quota = Quota::with_period(period)?.allow_burst(calls);
         Some(Self {
-            limiter: RateLimiter::keyed(quota),
+            limiter: RateLimiter::keyed(quota).with_middleware::<StateInformationMiddleware>(),
+            calls: calls.get(),
+            period,
+            left: Mutex::default(),
             checks: AtomicU64::new(0),
         })
     }
@@ -35,10 +47,43 @@ impl CallRate {
     pub(crate) fn check(&self, key: &str) -> Result<(), Duration> {
         if self.checks.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1 {
             self.limiter.retain_recent();
+            let now = Instant::now();
+            self.lock_left()
+                .retain(|_, &mut (left, at)| self.refilled(left, now - at) < self.calls);
         }
-        self.limiter
-            .check_key(&key.to_owned())
-            .map_err(|not_until| not_until.wait_time_from(self.limiter.clock().now()))
+        let key = key.to_owned();
+        match self.limiter.check_key(&key) {
+            Ok(snapshot) => {
+                let left = snapshot.remaining_burst_capacity();
+                self.lock_left().insert(key, (left, Instant::now()));
+                Ok(())
+            }
+            Err(not_until) => Err(not_until.wait_time_from(self.limiter.clock().now())),
+        }
+    }
+
+    /// Tokens `key` has now, without taking one; rounded down, so it may
+    /// read one less than the bucket holds, never more.
+    pub(crate) fn remaining(&self, key: &str) -> u32 {
+        match self.lock_left().get(key) {
+            Some(&(left, at)) => self.refilled(left, at.elapsed()),
+            None => self.calls,
+        }
+    }
+
+    /// What `left` tokens become after `elapsed`: one more per period, up
+    /// to the bucket's size.
+    fn refilled(&self, left: u32, elapsed: Duration) -> u32 {
+        let periods = elapsed.as_nanos() / self.period.as_nanos().max(1);
+        let periods = u32::try_from(periods).unwrap_or(u32::MAX);
+        left.saturating_add(periods).min(self.calls)
+    }
+
+    /// A poisoned table is still usable: every update is one insert.
+    fn lock_left(&self) -> MutexGuard<'_, HashMap<String, (u32, Instant)>> {
+        self.left
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -62,6 +107,22 @@ mod tests {
             wait > Duration::from_secs(5) && wait <= Duration::from_secs(6),
             "{wait:?}"
         );
+    }
+
+    #[test]
+    fn remaining_tokens_are_read_without_taking_one() {
+        let rate = rate(10, 60);
+        assert_eq!(
+            rate.remaining("alice"),
+            10,
+            "an unseen key has a full bucket"
+        );
+        for _ in 0..3 {
+            assert_eq!(rate.check("alice"), Ok(()));
+        }
+        assert_eq!(rate.remaining("alice"), 7);
+        assert_eq!(rate.remaining("alice"), 7, "reading takes nothing");
+        assert_eq!(rate.remaining("bob"), 10);
     }
 
     #[test]

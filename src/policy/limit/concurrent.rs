@@ -6,8 +6,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// Counts the calls in flight per key against one maximum.
 ///
 /// A key's entry exists only while it has calls in flight, so the table
-/// is as large as the set of callers with something outstanding.
-#[derive(Debug)]
+/// is as large as the set of callers with something outstanding. A clone
+/// shares the counts.
+#[derive(Debug, Clone)]
 pub(crate) struct ConcurrentCalls {
     max: u32,
     in_flight: Arc<Mutex<HashMap<String, u32>>>,

@@ -14,6 +14,7 @@
 //! [`RateLimits::usage`] shows a policy engine where a call stands.
 
 mod calls;
+mod carry;
 mod concurrent;
 mod set;
 mod spec;

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::Duration;
 
 use toml::Spanned;
@@ -20,14 +21,20 @@ const CONCURRENT_RETRY_MS: u64 = 1000;
 
 /// Every limit of the policy, with its state: one instance serves every
 /// session of the process, so a user's quota spans their sessions.
-#[derive(Debug, Default)]
+///
+/// A clone shares the state (buckets and counts in flight) of every limit
+/// it copies, so a reloaded policy can keep the limits that did not change
+/// ([`RateLimits::carry_over`]).
+#[derive(Debug, Default, Clone)]
 pub struct RateLimits {
-    limits: Vec<Limit>,
+    pub(super) limits: Vec<Limit>,
 }
 
 /// One compiled limit.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Limit {
+    /// The definition it was compiled from.
+    pub(super) spec: LimitSpec,
     pub(super) name: String,
     hook: NamePattern,
     tool: Option<NamePattern>,
@@ -37,11 +44,11 @@ pub(super) struct Limit {
 }
 
 /// `calls` per `interval_s`, as configured and as a bucket.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Rate {
     pub(super) calls: u32,
     pub(super) interval_s: u64,
-    bucket: CallRate,
+    pub(super) bucket: Arc<CallRate>,
 }
 
 /// The call a limit is checked against.
@@ -205,6 +212,7 @@ impl Limit {
             return Err(LimitProblem::NothingLimited);
         }
         Ok(Self {
+            spec: spec.clone(),
             name: spec.name.clone(),
             hook: NamePattern::compile(&spec.hook, "hook")?,
             tool: spec
@@ -271,7 +279,7 @@ fn rate(calls: u32, interval_s: u64) -> Result<Rate, LimitProblem> {
     Ok(Rate {
         calls,
         interval_s,
-        bucket,
+        bucket: Arc::new(bucket),
     })
 }
 

@@ -19,6 +19,11 @@ pub struct LimitUsage {
     /// Its `interval_s`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interval_s: Option<u64>,
+    /// The tokens left in the caller's bucket (with `calls`): the call
+    /// being decided has taken its own already, so 0 means the next call
+    /// is refused. Rounded down.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remaining: Option<u32>,
     /// Its `concurrent`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrent: Option<u32>,
@@ -30,8 +35,8 @@ pub struct LimitUsage {
 
 impl RateLimits {
     /// The limits `call` falls under, without counting it: what a policy
-    /// engine can add to its input. Rate buckets are not inspected (a
-    /// call over them never reaches a policy: the relay refuses it first).
+    /// engine can add to its input (a call over a limit never reaches a
+    /// policy: the relay refuses it first).
     pub fn usage(&self, call: &LimitedCall<'_>) -> Vec<LimitUsage> {
         self.covering(call)
             .map(|(limit, key)| usage_of(limit, &key))
@@ -46,6 +51,7 @@ fn usage_of(limit: &Limit, key: &str) -> LimitUsage {
         per: limit.per.as_str(),
         calls: limit.rate.as_ref().map(|rate| rate.calls),
         interval_s: limit.rate.as_ref().map(|rate| rate.interval_s),
+        remaining: limit.rate.as_ref().map(|rate| rate.bucket.remaining(key)),
         concurrent: limit.concurrent.as_ref().map(ConcurrentCalls::max),
         in_flight: limit.concurrent.as_ref().map(|c| c.count(key)),
     }
@@ -75,7 +81,7 @@ mod tests {
             usage,
             serde_json::json!([
                 {"name": "c", "per": "session", "concurrent": 2, "in_flight": 1},
-                {"name": "r", "per": "global", "calls": 5, "interval_s": 60}
+                {"name": "r", "per": "global", "calls": 5, "interval_s": 60, "remaining": 4}
             ])
         );
     }

@@ -1,6 +1,7 @@
 //! The loaded Rego policy and how it evaluates one hook.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use regorus::utils::limits::ExecutionTimerConfig;
@@ -9,6 +10,7 @@ use serde_json::Value;
 use super::error::RegoError;
 use super::input;
 use super::testing::{self, RegoTest, TestOutcome};
+use super::vm::CompiledQuery;
 use crate::hooks::decision::Decision;
 use crate::hooks::{GatewayContext, HookRequest, Metadata};
 
@@ -21,12 +23,15 @@ pub const EVALUATION_TIME_LIMIT: Duration = Duration::from_millis(100);
 
 /// A loaded Rego policy: modules parsed and analysed, data merged.
 ///
-/// Immutable once loaded; evaluation works on a cheap clone of the
-/// prepared engine (its modules and data are shared behind `Arc`s), so one
-/// instance serves every session and a reload can replace it whole.
+/// Immutable once loaded, so one instance serves every session and a
+/// reload can replace it whole. The query runs as a program on regorus's
+/// VM; a policy the VM compiler cannot lower is interpreted, each
+/// evaluation on a cheap clone of the prepared engine (its modules and
+/// data are shared behind `Arc`s).
 #[derive(Clone)]
 pub struct RegoPolicy {
     engine: regorus::Engine,
+    compiled: Option<Arc<CompiledQuery>>,
     query: String,
     default: Decision,
     policy_id: String,
@@ -40,6 +45,7 @@ impl std::fmt::Debug for RegoPolicy {
             .field("query", &self.query)
             .field("policy_id", &self.policy_id)
             .field("files", &self.files)
+            .field("vm", &self.compiled.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -60,17 +66,41 @@ impl RegoPolicy {
     /// Evaluates the query with an `input` document built elsewhere (the
     /// benches and the tooling).
     pub fn evaluate_input(&self, input: regorus::Value) -> Result<Option<Value>, RegoError> {
-        let mut engine = self.engine.clone();
-        engine.set_input(input);
-        let value = engine
-            .eval_rule(self.query.clone())
-            .map_err(|err| RegoError::Evaluation(err.to_string()))?;
+        let value = match &self.compiled {
+            // The VM reads complete-rule definitions that disagree as
+            // undefined; the interpreter reports them as the error they
+            // are, so an undefined answer is checked by it.
+            Some(compiled) => match compiled.evaluate(input.clone())? {
+                regorus::Value::Undefined => self.interpret(input)?,
+                value => value,
+            },
+            None => self.interpret(input)?,
+        };
         if value == regorus::Value::Undefined {
             return Ok(None);
         }
         serde_json::to_value(&value)
             .map(Some)
             .map_err(|err| RegoError::Output(err.to_string()))
+    }
+
+    fn interpret(&self, input: regorus::Value) -> Result<regorus::Value, RegoError> {
+        let mut engine = self.engine.clone();
+        engine.set_input(input);
+        engine
+            .eval_rule(self.query.clone())
+            .map_err(|err| RegoError::Evaluation(err.to_string()))
+    }
+
+    /// Whether the query runs on regorus's VM (else it is interpreted).
+    pub fn runs_on_vm(&self) -> bool {
+        self.compiled.is_some()
+    }
+
+    /// The same policy, always interpreted (to compare the two).
+    pub fn interpreted(mut self) -> Self {
+        self.compiled = None;
+        self
     }
 
     /// The decision when the query is undefined: the policy's `default`.
@@ -117,8 +147,10 @@ impl RegoPolicy {
             limit: EVALUATION_TIME_LIMIT,
             check_interval: std::num::NonZeroU32::MIN,
         });
+        let compiled = CompiledQuery::compile(&engine, &query, EVALUATION_TIME_LIMIT).map(Arc::new);
         Self {
             engine,
+            compiled,
             query,
             default,
             policy_id,

@@ -211,3 +211,25 @@ fn the_policy_is_shared_across_threads() {
     fn shareable<T: Send + Sync>() {}
     shareable::<RegoPolicy>();
 }
+
+#[test]
+fn the_example_library_runs_on_the_vm_and_agrees_with_the_interpreter() {
+    let library = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/policies");
+    let mut settings = RegoSettings::for_directory(&library).unwrap();
+    settings.with_tests = false;
+    settings.patterns = vec!["*.rego".into()];
+    let policy = RegoPolicy::load(&settings).unwrap();
+    assert!(policy.runs_on_vm());
+    let interpreted = policy.clone().interpreted();
+    for roles in [&["viewer"][..], &["developer"], &[]] {
+        for tool in ["echo", "get-env", "write_file", "run_command"] {
+            let on_vm = policy.evaluate(&call(tool), &metadata(roles), None);
+            let walked = interpreted.evaluate(&call(tool), &metadata(roles), None);
+            assert_eq!(
+                on_vm.map_err(|e| e.to_string()),
+                walked.map_err(|e| e.to_string()),
+                "{tool} for {roles:?}"
+            );
+        }
+    }
+}

@@ -63,6 +63,8 @@ pub(super) struct AgentSide {
     pub(super) transport: &'static str,
     /// Who the listener authenticated.
     pub(super) identity: Option<Arc<Identity>>,
+    /// The agent's network address; `None` over stdio.
+    pub(super) client_address: Option<String>,
     /// Headers that go on to a network upstream unchanged.
     pub(super) upstream_headers: Vec<(String, String)>,
 }
@@ -93,6 +95,7 @@ impl Leg {
             transport: agent.transport,
             upstream_headers: Vec::new(),
             identity: agent.identity.clone(),
+            client_address: agent.client_address.clone(),
         };
         let route = Arc::new(VirtualRoute::new(context.aggregate.name.clone()));
         let session_context = SessionContext {

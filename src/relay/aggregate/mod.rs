@@ -68,6 +68,7 @@ pub async fn run(
     let agent = AgentSide {
         transport: downstream.transport,
         identity: downstream.identity.clone(),
+        client_address: downstream.client_address.clone(),
         upstream_headers: std::mem::take(&mut downstream.upstream_headers),
     };
     // Unbounded on purpose: the router may wait on a leg's input while that

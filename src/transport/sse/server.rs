@@ -49,7 +49,7 @@ pub(crate) async fn open(
     let Started {
         frames, outgoing, ..
     } = match shared
-        .start_session(&route, "sse", Vec::new(), parts.extensions.get())
+        .start_session(&route, "sse", Vec::new(), &parts.extensions)
         .await
     {
         Ok(started) => started,

@@ -169,7 +169,7 @@ async fn post(shared: &Arc<Shared>, route: Arc<str>, parts: &Parts, body: Body) 
         }
         let principal = parts.extensions.get::<Principal>();
         match shared
-            .start_session(&route, "http", Vec::new(), principal)
+            .start_session(&route, "http", Vec::new(), &parts.extensions)
             .await
         {
             Ok(started) => shared

@@ -3,10 +3,12 @@
 //! graceful shutdown. A verified client certificate (mutual TLS) is read
 //! once per connection and handed to each of its requests.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::ConnectInfo;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
@@ -59,12 +61,13 @@ pub(crate) async fn accept_until(
         tokio::spawn(async move {
             let first_request = header_read_timeout;
             match tls {
-                None => serve(&builder, tcp, app, None, watcher, first_request).await,
+                None => serve(&builder, tcp, peer, app, None, watcher, first_request).await,
                 Some(acceptor) => {
                     match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                         Ok(Ok(stream)) => match client_certificate(&stream) {
                             Ok(client) => {
-                                serve(&builder, stream, app, client, watcher, first_request).await
+                                serve(&builder, stream, peer, app, client, watcher, first_request)
+                                    .await
                             }
                             Err(err) => tracing::debug!(%peer, %err, "closing the connection"),
                         },
@@ -107,7 +110,8 @@ fn connection_builder(header_read_timeout: Duration) -> Builder<TokioExecutor> {
     builder
 }
 
-/// Serves one connection. hyper's header read timeout covers HTTP/1.1
+/// Serves one connection; each request carries the peer's address
+/// (`ConnectInfo`) and the client certificate, if any. hyper's header read timeout covers HTTP/1.1
 /// headers once the protocol is known, but neither a connection that
 /// never sends a byte (the protocol is never detected) nor an HTTP/2
 /// connection that never opens a stream; both are dropped when no request
@@ -115,6 +119,7 @@ fn connection_builder(header_read_timeout: Duration) -> Builder<TokioExecutor> {
 async fn serve<I>(
     builder: &Builder<TokioExecutor>,
     io: I,
+    peer: SocketAddr,
     app: Router,
     client: Option<ClientCertificate>,
     watcher: Watcher,
@@ -126,6 +131,7 @@ async fn serve<I>(
     let seen = requested.clone();
     let app = tower::ServiceExt::map_request(app, move |mut request: axum::http::Request<_>| {
         seen.store(true, Ordering::Relaxed);
+        request.extensions_mut().insert(ConnectInfo(peer));
         if let Some(client) = &client {
             request.extensions_mut().insert(client.clone());
         }

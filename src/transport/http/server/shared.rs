@@ -2,9 +2,12 @@
 //! checks, the session tables, and the session starter with its
 //! `max_sessions` accounting and the tracker graceful shutdown waits on.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use axum::extract::ConnectInfo;
+use axum::http::Extensions;
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -82,14 +85,16 @@ impl Shared {
 
     /// Starts a relay session on `route` for an accepted downstream session.
     /// `upstream_headers` go on to the route's upstream with every request
-    /// of the session; its hooks name `principal` as the caller.
+    /// of the session; its hooks name the request's [`Principal`] as the
+    /// caller, and its peer address (`ConnectInfo`) as the client's.
     pub(crate) async fn start_session(
         &self,
         route: &str,
         transport: &'static str,
         upstream_headers: Vec<(String, String)>,
-        principal: Option<&Principal>,
+        request: &Extensions,
     ) -> Result<Started, StartError> {
+        let principal = request.get::<Principal>();
         if self.stopping.is_cancelled() {
             return Err(StartError::ShuttingDown);
         }
@@ -111,6 +116,9 @@ impl Shared {
             transport,
             upstream_headers,
             identity: principal.map(|p| p.identity().clone()),
+            client_address: request
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(peer)| peer.to_string()),
         };
         let handle = self
             .starter

@@ -74,7 +74,7 @@ pub(crate) async fn post(
         Err(err) => return err.response(message.id.as_ref()),
     };
     let started = match shared
-        .start_session(&route, "http", checked.unrecognized, parts.extensions.get())
+        .start_session(&route, "http", checked.unrecognized, &parts.extensions)
         .await
     {
         Ok(started) => started,
