@@ -213,6 +213,39 @@ fn a_stdio_session_is_traced_as_the_acs_mapping_says() {
 }
 
 #[test]
+fn an_approval_wait_is_a_child_span_of_the_step_that_asked() {
+    let scratch = Scratch::new();
+    let receiver = OtlpReceiver::start(&scratch, false);
+    let config = scratch.demo_config(&format!(
+        "{}\n[[policy.rule]]\nname = \"confirm-add\"\nhook = \"steps/toolCallRequest\"\ntool = \"add\"\ndecision = \"ask\"\nreasoning = \"additions need a human\"\nask = {{ question = \"Allow this addition?\", timeout_seconds = 10 }}\n",
+        telemetry(&receiver.http_endpoint(), "http/protobuf")
+    ));
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({"elicitation": {}}));
+    proxy.send(&traced_call(9, "add", json!({"a": 9, "b": 1})));
+    let (ask, _) = proxy.recv_until(|m| m["method"] == "elicitation/create");
+    proxy.send(&json!({"jsonrpc": "2.0", "id": ask["id"],
+        "result": {"action": "accept", "content": {"approve": true}}}));
+    assert_eq!(
+        proxy.response(&json!(9))["result"]["content"][0]["text"],
+        "10"
+    );
+    assert!(proxy.finish().success());
+    let spans = receiver.spans_when(|spans| !named(spans, "acs.session.end").is_empty());
+    let call = request_span(&spans, "9");
+    let step = children(&spans, call, "gen_ai.tool.call");
+    assert_eq!(step.len(), 1, "{spans:#?}");
+    let wait = children(&spans, step[0], "acs.approval.wait");
+    assert_eq!(
+        wait.len(),
+        1,
+        "one approval wait under the step: {spans:#?}"
+    );
+    assert_eq!(attribute(wait[0], "acs.decision"), "ask");
+    assert_eq!(wait[0]["trace_id"], AGENT_TRACE);
+}
+
+#[test]
 fn with_tracing_off_a_traceparent_in_meta_is_forwarded_byte_for_byte() {
     let scratch = Scratch::new();
     let config = scratch.demo_config("");

@@ -1,7 +1,9 @@
 //! The relay: one session's two pumps, from start to an orderly end.
 //!
 //! - [`pump`]: read → decide → release, per direction, in arrival order.
+//! - [`frame`]: a single message, or a batch decided element by element.
 //! - [`flow`]: what each kind of message goes through.
+//! - [`stages`]: which hooks a message passes through.
 //! - [`stage`]: one hook of the pipeline and how its decision is applied.
 //! - [`decide`]: the Guardian call, the failure posture, the audit entry.
 //! - [`inventory`]: `agbom/snapshot` and `agbom/changed`.
@@ -23,6 +25,7 @@ pub mod connector;
 pub mod decide;
 pub mod delivery;
 pub mod flow;
+pub mod frame;
 pub mod integrity;
 pub mod inventory;
 pub mod lifecycle;
@@ -32,6 +35,7 @@ pub mod quota;
 mod run;
 mod sessions;
 pub mod stage;
+pub mod stages;
 mod stdio;
 pub mod timeout;
 mod tool_latency;

@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::decide::{self, MessageContext};
 use super::delivery::{Delivery, Outcome};
-use super::flow;
+use super::frame;
 use super::{inventory, lifecycle};
 use crate::enforce::Action;
 use crate::guardian::Decision;
@@ -129,7 +129,7 @@ fn start(
         let mut slot = Some(tx);
         let writers = session.writers.clone();
         let deliveries =
-            flow::handle_frame(session, direction, frame, carrier.as_ref(), &mut slot).await;
+            frame::handle_frame(session, direction, frame, carrier.as_ref(), &mut slot).await;
         match slot {
             Some(slot) => {
                 let _ = slot.send(Outcome::Deliver(deliveries));

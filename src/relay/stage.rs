@@ -22,7 +22,7 @@ use uuid::Uuid;
 use super::approval;
 use super::decide::{self, Answer, Decided, MessageContext, Prefetch, Recorded};
 use super::delivery::Outcome;
-use crate::config::ToolsCallHooks;
+pub use super::stages::{stages, Stage};
 use crate::enforce::modify::{self, ModifyError, OutputMap, Target};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::{Decision, Disposition};
@@ -30,31 +30,6 @@ use crate::hooks::{self, mcp, tool_call, HookRequest};
 use crate::jsonrpc::MessageKind;
 use crate::session::Session;
 use crate::telemetry::{spans, Trace};
-
-/// One hook the message passes through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
-    /// `protocols/MCP/<method>` with the message as payload.
-    Wrapped,
-    /// `steps/toolCallRequest` synthesized from a `tools/call` request.
-    ToolCallRequest,
-    /// `steps/toolCallResult` synthesized from a `tools/call` response.
-    ToolCallResult,
-}
-
-/// The stages for a message; `tools/call` follows `hooks.tools_call`.
-pub fn stages(mcp_method: &str, kind: MessageKind, mode: ToolsCallHooks) -> &'static [Stage] {
-    if mcp_method != "tools/call" || kind == MessageKind::Notification {
-        return &[Stage::Wrapped];
-    }
-    match (kind, mode) {
-        (_, ToolsCallHooks::Wrapped) => &[Stage::Wrapped],
-        (MessageKind::Request, ToolsCallHooks::Steps) => &[Stage::ToolCallRequest],
-        (MessageKind::Request, ToolsCallHooks::Both) => &[Stage::Wrapped, Stage::ToolCallRequest],
-        (_, ToolsCallHooks::Steps) => &[Stage::ToolCallResult],
-        (_, ToolsCallHooks::Both) => &[Stage::Wrapped, Stage::ToolCallResult],
-    }
-}
 
 /// What the pipeline knows about the message beyond its content.
 #[derive(Debug, Clone)]
@@ -494,31 +469,5 @@ fn audit_failed(err: crate::audit::AuditError) -> StageResult {
     StageResult::Blocked {
         decision: Box::new(decide::audit_refusal(&err)),
         entry_id: None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tools_call_stages_follow_the_mode() {
-        use MessageKind::*;
-        use ToolsCallHooks::*;
-        assert_eq!(
-            stages("tools/call", Request, Both),
-            &[Stage::Wrapped, Stage::ToolCallRequest]
-        );
-        assert_eq!(
-            stages("tools/call", Response, Both),
-            &[Stage::Wrapped, Stage::ToolCallResult]
-        );
-        assert_eq!(
-            stages("tools/call", Request, Steps),
-            &[Stage::ToolCallRequest]
-        );
-        assert_eq!(stages("tools/call", Response, Wrapped), &[Stage::Wrapped]);
-        assert_eq!(stages("resources/read", Request, Steps), &[Stage::Wrapped]);
-        assert_eq!(stages("tools/call", Notification, Steps), &[Stage::Wrapped]);
     }
 }
