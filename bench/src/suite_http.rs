@@ -217,8 +217,26 @@ impl HttpReport<'_> {
         median(self.runs[s][g].iter().map(|run| metric(&run.phases[p])))
     }
 
-    /// Median over rounds of acs-proxy's `metric` divided by gateway `g`'s,
+    /// Median over rounds of `combine(acs-proxy's metric, gateway g's)`,
     /// paired by round.
+    #[allow(clippy::too_many_arguments)]
+    fn paired(
+        &self,
+        s: usize,
+        acs: usize,
+        g: usize,
+        p: usize,
+        metric: fn(&PhaseResult) -> f64,
+        combine: fn(f64, f64) -> f64,
+    ) -> f64 {
+        median(
+            self.runs[s][acs]
+                .iter()
+                .zip(&self.runs[s][g])
+                .map(|(a, b)| combine(metric(&a.phases[p]), metric(&b.phases[p]))),
+        )
+    }
+
     fn ratio(
         &self,
         s: usize,
@@ -227,12 +245,18 @@ impl HttpReport<'_> {
         p: usize,
         metric: fn(&PhaseResult) -> f64,
     ) -> f64 {
-        median(
-            self.runs[s][acs]
-                .iter()
-                .zip(&self.runs[s][g])
-                .map(|(a, b)| metric(&a.phases[p]) / metric(&b.phases[p])),
-        )
+        self.paired(s, acs, g, p, metric, |a, b| a / b)
+    }
+
+    fn difference(
+        &self,
+        s: usize,
+        acs: usize,
+        g: usize,
+        p: usize,
+        metric: fn(&PhaseResult) -> f64,
+    ) -> f64 {
+        self.paired(s, acs, g, p, metric, |a, b| a - b)
     }
 
     fn markdown(&self) -> String {
@@ -406,24 +430,6 @@ impl HttpReport<'_> {
             figures.push((server.title, sequential, cpu_at_16));
         }
         figures
-    }
-
-    /// Median over rounds of acs-proxy's `metric` minus gateway `g`'s,
-    /// paired by round.
-    fn difference(
-        &self,
-        s: usize,
-        acs: usize,
-        g: usize,
-        p: usize,
-        metric: fn(&PhaseResult) -> f64,
-    ) -> f64 {
-        median(
-            self.runs[s][acs]
-                .iter()
-                .zip(&self.runs[s][g])
-                .map(|(a, b)| metric(&a.phases[p]) - metric(&b.phases[p])),
-        )
     }
 }
 

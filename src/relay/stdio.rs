@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::aggregate::{self, AggregateContext};
@@ -19,6 +20,7 @@ use crate::metrics::METRICS;
 use crate::transport::downstream::Downstream;
 use crate::transport::stdio::{self, StdioDownstream};
 use crate::transport::upstream::{self, UpstreamError};
+use crate::transport::writer::FrameWriter;
 
 /// Runs the one stdio session to completion.
 pub async fn run_stdio(
@@ -45,15 +47,7 @@ pub async fn run_stdio(
     METRICS.upstream_started(&upstream_config.name, upstream.is_ok());
     let upstream = upstream?;
     health.set_upstream_up(true);
-    let stdio = StdioDownstream::open(limits.max_message_bytes, limits.max_in_flight);
-    let downstream = Downstream {
-        frames: stdio.reader.boxed(),
-        writer: stdio.writer.clone(),
-        transport: "stdio",
-        upstream_headers: Vec::new(),
-        identity: Some(Arc::new(stdio::caller(&config.hooks))),
-        client_address: None,
-    };
+    let (downstream, agent) = agent_side(&config);
     let stop = CancellationToken::new();
     tokio::spawn(stop_on_signal(stop.clone()));
     let context = SessionContext {
@@ -66,11 +60,7 @@ pub async fn run_stdio(
     };
     let exit = run_session(context, downstream, upstream, stop).await;
     health.set_upstream_up(false);
-    if let Err(err) = audit.flush().await {
-        tracing::error!(%err, "the audit log could not be flushed");
-    }
-    stdio.writer.close();
-    let _ = stdio.writer_task.await;
+    finish(&audit, agent).await;
     Ok(exit)
 }
 
@@ -84,15 +74,7 @@ async fn run_stdio_aggregate(
     health: Arc<Health>,
 ) -> SessionExit {
     let limits = &config.limits;
-    let stdio = StdioDownstream::open(limits.max_message_bytes, limits.max_in_flight);
-    let downstream = Downstream {
-        frames: stdio.reader.boxed(),
-        writer: stdio.writer.clone(),
-        transport: "stdio",
-        upstream_headers: Vec::new(),
-        identity: Some(Arc::new(stdio::caller(&config.hooks))),
-        client_address: None,
-    };
+    let (downstream, agent) = agent_side(&config);
     let stop = CancellationToken::new();
     tokio::spawn(stop_on_signal(stop.clone()));
     let context = AggregateContext {
@@ -106,12 +88,44 @@ async fn run_stdio_aggregate(
     health.set_upstream_up(true);
     let exit = aggregate::run(context, downstream, stop).await;
     health.set_upstream_up(false);
+    finish(&audit, agent).await;
+    exit
+}
+
+/// What stays with the stdio deployment of the agent's side once its
+/// frames and writer are handed to the session: the writer task.
+struct AgentOutput {
+    writer: FrameWriter,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+/// The agent's side of a stdio deployment: this process's stdin and
+/// stdout, and the caller the OS user or `[hooks]` names.
+fn agent_side(config: &Config) -> (Downstream, AgentOutput) {
+    let limits = &config.limits;
+    let stdio = StdioDownstream::open(limits.max_message_bytes, limits.max_in_flight);
+    let downstream = Downstream {
+        frames: stdio.reader.boxed(),
+        writer: stdio.writer.clone(),
+        transport: "stdio",
+        upstream_headers: Vec::new(),
+        identity: Some(Arc::new(stdio::caller(&config.hooks))),
+        client_address: None,
+    };
+    let output = AgentOutput {
+        writer: stdio.writer,
+        task: stdio.writer_task,
+    };
+    (downstream, output)
+}
+
+/// Flushes the audit log, then lets every answer reach the agent.
+async fn finish(audit: &AuditLog, agent: AgentOutput) {
     if let Err(err) = audit.flush().await {
         tracing::error!(%err, "the audit log could not be flushed");
     }
-    stdio.writer.close();
-    let _ = stdio.writer_task.await;
-    exit
+    agent.writer.close();
+    let _ = agent.task.await;
 }
 
 /// Cancels `stop` on SIGTERM or SIGINT.
