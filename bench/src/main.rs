@@ -29,6 +29,7 @@ mod gateway;
 mod http_client;
 mod procfs;
 mod report;
+mod run_log;
 mod service;
 mod setup;
 mod stats;

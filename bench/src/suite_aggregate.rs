@@ -8,10 +8,10 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::client::Peer;
 use crate::context::{absolute, BenchArgs, Context};
 use crate::procfs::Tree;
 use crate::report::PhaseResult;
+use crate::run_log::RunLog;
 use crate::setup::{policy_rules, Server};
 use crate::stats::median;
 
@@ -131,18 +131,11 @@ fn run_one(
         "--config".into(),
         absolute(&config),
     ]);
-    let stderr_log = work.join(format!("stderr-{tag}.log"));
-    let fail = |what: String| format!("{tag}: {what} (stderr in {})", stderr_log.display());
-    let mut peer = Peer::spawn(
-        &command,
-        &[("ACS_PROXY_LOG", "warn")],
-        &stderr_log,
-        server.argument,
-        args.request_bytes,
-        Duration::from_secs(600),
-    )
-    .map_err(|e| fail(format!("cannot start {command:?}: {e}")))?
-    .calling(route.tool());
+    let log = RunLog::new(context, tag);
+    let fail = |what: String| log.fail(what);
+    let mut peer = log
+        .spawn(args, &command, server.argument)?
+        .calling(route.tool());
     peer.initialize().map_err(&fail)?;
     peer.run_phase(args.warmup, 1).map_err(&fail)?;
     let tree = Tree::of(peer.pid());

@@ -16,8 +16,8 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::client::Peer;
 use crate::context::{absolute, BenchArgs, Context};
+use crate::run_log::RunLog;
 use crate::setup::{Decider, Listen, ProxySetup, Upstream};
 use crate::stats::{median, percentile};
 
@@ -122,17 +122,9 @@ fn run_one(
         "--config".into(),
         absolute(&config),
     ]);
-    let stderr_log = work.join(format!("stderr-{tag}.log"));
-    let fail = |what: String| format!("{tag}: {what} (stderr in {})", stderr_log.display());
-    let mut peer = Peer::spawn(
-        &command,
-        &[("ACS_PROXY_LOG", "warn")],
-        &stderr_log,
-        "text",
-        args.request_bytes,
-        Duration::from_secs(600),
-    )
-    .map_err(|e| fail(format!("cannot start {command:?}: {e}")))?;
+    let log = RunLog::new(context, tag);
+    let fail = |what: String| log.fail(what);
+    let mut peer = log.spawn(args, &command, "text")?;
     peer.initialize().map_err(&fail)?;
     peer.run_phase(args.warmup, 1).map_err(&fail)?;
 

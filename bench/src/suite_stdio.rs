@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::client::Peer;
 use crate::context::{absolute, BenchArgs, Context};
 use crate::procfs::Tree;
 use crate::report::{PhaseResult, Report, RunResult, Scenario};
+use crate::run_log::RunLog;
 use crate::setup::{Decider, Listen, ProxySetup, Server, Upstream};
 use crate::timed_guardian::{fetch_stats, StatsAt};
 
@@ -133,17 +133,9 @@ pub fn run_one(
         }
     };
     let command = context.pinned(command);
-    let stderr_log = work.join(format!("stderr-{tag}.log"));
-    let fail = |what: String| format!("{tag}: {what} (stderr in {})", stderr_log.display());
-    let mut peer = Peer::spawn(
-        &command,
-        &[("ACS_PROXY_LOG", "warn")],
-        &stderr_log,
-        server.argument,
-        args.request_bytes,
-        Duration::from_secs(600),
-    )
-    .map_err(|e| fail(format!("cannot start {command:?}: {e}")))?;
+    let log = RunLog::new(context, tag);
+    let fail = |what: String| log.fail(what);
+    let mut peer = log.spawn(args, &command, server.argument)?;
     peer.initialize().map_err(&fail)?;
     peer.run_phase(args.warmup, 1).map_err(&fail)?;
     // A Guardian the proxy spawned has written its address by now.
