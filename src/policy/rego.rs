@@ -18,6 +18,7 @@ mod error;
 mod files;
 mod input;
 mod load;
+mod marker;
 mod policy;
 mod testing;
 mod vm;

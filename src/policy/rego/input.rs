@@ -7,7 +7,9 @@
 //! own facts (route, transport, the tool's definition), which are not on
 //! the ACS wire.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -42,17 +44,80 @@ pub(super) fn build(
     params.insert(key("acs_version"), ACS_VERSION.into());
     params.insert(key("request_id"), hook.request_id.to_string().into());
     params.insert(key("timestamp"), hook.timestamp.as_str().into());
-    params.insert(key("metadata"), convert(&metadata.to_value()));
+    params.insert(key("metadata"), metadata_value(metadata));
     params.insert(key("payload"), convert(&hook.payload));
     if let Some(tenant) = metadata.tenant() {
         params.insert(key("tenant_id"), tenant.into());
     }
-    let context = context.map_or_else(|| Value::Object(Map::new()), GatewayContext::to_value);
     let mut input = BTreeMap::new();
     input.insert(key("method"), hook.method.as_str().into());
     input.insert(key("params"), params.into());
-    input.insert(key("context"), convert(&context));
+    input.insert(
+        key("context"),
+        context.map_or_else(regorus::Value::new_object, context_value),
+    );
     Ok(input.into())
+}
+
+thread_local! {
+    /// The metadata of the last hook built on this thread, converted:
+    /// consecutive hooks on a thread are mostly one session's, whose
+    /// metadata does not change between them.
+    static LAST_METADATA: RefCell<Option<(Metadata, regorus::Value)>> = const { RefCell::new(None) };
+
+    /// The tool definition of the last hook built on this thread,
+    /// converted: a definition is shared from the inventory and unchanged
+    /// until the server lists a new one, so the same `Arc` means the same
+    /// definition.
+    static LAST_TOOL: RefCell<Option<(Arc<Value>, regorus::Value)>> = const { RefCell::new(None) };
+}
+
+/// `params.metadata`, converted once per session and thread.
+fn metadata_value(metadata: &Metadata) -> regorus::Value {
+    LAST_METADATA.with_borrow_mut(|last| match last {
+        Some((seen, value)) if seen == metadata => value.clone(),
+        _ => {
+            let value = convert(&metadata.to_value());
+            *last = Some((metadata.clone(), value.clone()));
+            value
+        }
+    })
+}
+
+/// `input.context`, as [`GatewayContext::to_value`] gives it.
+fn context_value(context: &GatewayContext) -> regorus::Value {
+    let mut map = BTreeMap::new();
+    map.insert(key("route"), context.route.as_str().into());
+    map.insert(key("transport"), context.transport.as_str().into());
+    let optional = [
+        ("client_address", &context.client_address),
+        ("aggregate", &context.aggregate),
+        ("called_as", &context.called_as),
+    ];
+    for (name, value) in optional {
+        if let Some(value) = value {
+            map.insert(key(name), value.as_str().into());
+        }
+    }
+    if let Some(tool) = &context.tool {
+        map.insert(key("tool"), tool_value(tool));
+    }
+    if let Some(limits) = &context.limits {
+        map.insert(key("limits"), convert(limits));
+    }
+    map.into()
+}
+
+/// `input.context.tool`, converted once per definition and thread.
+fn tool_value(tool: &Arc<Value>) -> regorus::Value {
+    LAST_TOOL.with_borrow_mut(|last| match last {
+        Some((seen, value)) if Arc::ptr_eq(seen, tool) => value.clone(),
+        _ => {
+            let value = convert(tool);
+            *last = Some((Arc::clone(tool), value.clone()));
+            value
+        }
+    })
 }
 
 fn key(name: &str) -> regorus::Value {
@@ -85,8 +150,6 @@ fn convert(value: &Value) -> regorus::Value {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use serde::Deserialize;
     use serde_json::json;
 
@@ -125,6 +188,21 @@ mod tests {
             let via_json =
                 regorus::Value::deserialize(&document(&hook, &metadata, context)).unwrap();
             assert_eq!(build(&hook, &metadata, context).unwrap(), via_json);
+            assert_eq!(build(&hook, &metadata, context).unwrap(), via_json);
+        }
+        let other_session = Metadata {
+            session_id: uuid::Uuid::from_u128(1),
+            user: None,
+            ..metadata.clone()
+        };
+        let other_tool = GatewayContext {
+            tool: Some(Arc::new(json!({"annotations": {"destructiveHint": true}}))),
+            ..context.clone()
+        };
+        for (metadata, context) in [(&other_session, &other_tool), (&metadata, &context)] {
+            let via_json =
+                regorus::Value::deserialize(&document(&hook, metadata, Some(context))).unwrap();
+            assert_eq!(build(&hook, metadata, Some(context)).unwrap(), via_json);
         }
     }
 }

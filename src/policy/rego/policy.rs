@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::error::RegoError;
 use super::input;
 use super::testing::{self, RegoTest, TestOutcome};
-use super::vm::CompiledQuery;
+use super::vm::{CompiledQuery, VmAnswer};
 use crate::hooks::decision::Decision;
 use crate::hooks::{GatewayContext, HookRequest, Metadata};
 
@@ -67,12 +67,12 @@ impl RegoPolicy {
     /// benches and the tooling).
     pub fn evaluate_input(&self, input: regorus::Value) -> Result<Option<Value>, RegoError> {
         let value = match &self.compiled {
-            // The VM reads complete-rule definitions that disagree as
-            // undefined; the interpreter reports them as the error they
-            // are, so an undefined answer is checked by it.
             Some(compiled) => match compiled.evaluate(input.clone())? {
-                regorus::Value::Undefined => self.interpret(input)?,
-                value => value,
+                VmAnswer::Defined(value) => value,
+                VmAnswer::Undefined => return Ok(None),
+                // Definitions that disagree are an error the interpreter
+                // names; the VM only reads them as undefined.
+                VmAnswer::Unsure => self.interpret(input)?,
             },
             None => self.interpret(input)?,
         };
@@ -95,6 +95,14 @@ impl RegoPolicy {
     /// Whether the query runs on regorus's VM (else it is interpreted).
     pub fn runs_on_vm(&self) -> bool {
         self.compiled.is_some()
+    }
+
+    /// Whether an undefined query costs the VM alone (the program carries
+    /// the undefined marker), rather than the VM and then the interpreter.
+    pub fn vm_tells_undefined_apart(&self) -> bool {
+        self.compiled
+            .as_ref()
+            .is_some_and(|compiled| compiled.is_marked())
     }
 
     /// The same policy, always interpreted (to compare the two).

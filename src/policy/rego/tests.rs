@@ -220,7 +220,13 @@ fn the_example_library_runs_on_the_vm_and_agrees_with_the_interpreter() {
     settings.patterns = vec!["*.rego".into()];
     let policy = RegoPolicy::load(&settings).unwrap();
     assert!(policy.runs_on_vm());
+    assert!(policy.vm_tells_undefined_apart());
     let interpreted = policy.clone().interpreted();
+    let listing = HookRequest::new("protocols/MCP/tools/list", json!({}), None);
+    assert_eq!(
+        policy.evaluate(&listing, &metadata(&[]), None).unwrap(),
+        None
+    );
     for roles in [&["viewer"][..], &["developer"], &[]] {
         for tool in ["echo", "get-env", "write_file", "run_command"] {
             let on_vm = policy.evaluate(&call(tool), &metadata(roles), None);

@@ -7,6 +7,10 @@
 //! and gives it back after. A policy the compiler cannot lower is
 //! evaluated by the interpreter instead ([`CompiledQuery::compile`] gives
 //! `None`).
+//!
+//! The program is compiled with the undefined marker where the policy
+//! allows it (see `marker`), so that the answer tells a query no
+//! definition of which holds from one whose definitions disagree.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -17,9 +21,22 @@ use regorus::utils::limits::ExecutionTimerConfig;
 use regorus::CompiledPolicy;
 
 use super::error::RegoError;
+use super::marker::{with_undefined_marker, UNDEFINED_MARKER};
 
 /// Idle machines kept for reuse; more evaluations at once build their own.
 const IDLE_VMS: usize = 8;
+
+/// What the VM made of the query for one input.
+#[derive(Debug, PartialEq)]
+pub(super) enum VmAnswer {
+    /// The query's value.
+    Defined(regorus::Value),
+    /// No definition of the query rule holds.
+    Undefined,
+    /// Undefined, for a reason the VM does not tell: definitions that
+    /// disagree, or (without the marker) no definition holding.
+    Unsure,
+}
 
 /// The query as an RVM program, with the data it reads.
 pub(super) struct CompiledQuery {
@@ -27,6 +44,8 @@ pub(super) struct CompiledQuery {
     policy: CompiledPolicy,
     data: regorus::Value,
     time_limit: Duration,
+    /// Whether the program carries [`UNDEFINED_MARKER`].
+    marked: bool,
     idle: Mutex<Vec<RegoVM>>,
 }
 
@@ -39,20 +58,27 @@ impl CompiledQuery {
         query: &str,
         time_limit: Duration,
     ) -> Option<Self> {
-        let mut engine = engine.clone();
-        let policy = match engine.compile_with_entrypoint(&query.into()) {
-            Ok(policy) => policy,
-            Err(err) => return interpreted(query, &err.to_string()),
-        };
-        let program = match Compiler::compile_from_policy(&policy, &[query]) {
-            Ok(program) => program,
-            Err(err) => return interpreted(query, &err.to_string()),
+        let marked = with_undefined_marker(engine, query).and_then(|mut engine| {
+            lower(&mut engine, query)
+                .ok()
+                .map(|lowered| (engine, lowered))
+        });
+        let (engine, (policy, program), marked) = match marked {
+            Some((engine, lowered)) => (engine, lowered, true),
+            None => {
+                let mut engine = engine.clone();
+                match lower(&mut engine, query) {
+                    Ok(lowered) => (engine, lowered, false),
+                    Err(reason) => return interpreted(query, &reason),
+                }
+            }
         };
         let compiled = Self {
             program,
             policy,
             data: engine.get_data(),
             time_limit,
+            marked,
             idle: Mutex::default(),
         };
         // A first machine proves the data fits the program (no rule and
@@ -64,8 +90,24 @@ impl CompiledQuery {
         Some(compiled)
     }
 
-    /// The query's value for `input` (`Undefined` when no rule defines it).
-    pub(super) fn evaluate(&self, input: regorus::Value) -> Result<regorus::Value, RegoError> {
+    /// Whether the program carries the undefined marker.
+    pub(super) fn is_marked(&self) -> bool {
+        self.marked
+    }
+
+    /// What the query is for `input`.
+    pub(super) fn evaluate(&self, input: regorus::Value) -> Result<VmAnswer, RegoError> {
+        let value = self.execute(input)?;
+        Ok(match value {
+            regorus::Value::Undefined => VmAnswer::Unsure,
+            regorus::Value::String(ref text) if self.marked && **text == *UNDEFINED_MARKER => {
+                VmAnswer::Undefined
+            }
+            value => VmAnswer::Defined(value),
+        })
+    }
+
+    fn execute(&self, input: regorus::Value) -> Result<regorus::Value, RegoError> {
         let idle = self.lock_idle().pop();
         let mut vm = match idle {
             Some(vm) => vm,
@@ -107,7 +149,66 @@ impl CompiledQuery {
     }
 }
 
+/// The query as a policy and an RVM program of `engine`.
+fn lower(
+    engine: &mut regorus::Engine,
+    query: &str,
+) -> Result<(CompiledPolicy, Arc<Program>), String> {
+    let policy = engine
+        .compile_with_entrypoint(&query.into())
+        .map_err(|err| err.to_string())?;
+    let program =
+        Compiler::compile_from_policy(&policy, &[query]).map_err(|err| err.to_string())?;
+    Ok((policy, program))
+}
+
 fn interpreted(query: &str, reason: &str) -> Option<CompiledQuery> {
     tracing::debug!(%query, %reason, "the Rego VM cannot run this policy; interpreting it");
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMIT: Duration = Duration::from_secs(1);
+
+    fn compiled(rego: &str) -> CompiledQuery {
+        let mut engine = regorus::Engine::new();
+        engine.add_policy("p.rego".into(), rego.into()).unwrap();
+        CompiledQuery::compile(&engine, "data.acs.decision", LIMIT).unwrap()
+    }
+
+    fn input(tool: &str) -> regorus::Value {
+        regorus::Value::from_json_str(&format!(r#"{{"tool": "{tool}"}}"#)).unwrap()
+    }
+
+    const TWO_DEFINITIONS: &str = r#"package acs
+import rego.v1
+decision := "deny" if input.tool == "rm"
+decision := "allow" if input.tool in {"echo", "rm"}
+"#;
+
+    #[test]
+    fn no_definition_holding_is_told_apart_from_a_conflict() {
+        let query = compiled(TWO_DEFINITIONS);
+        assert!(query.marked);
+        assert_eq!(
+            query.evaluate(input("echo")).unwrap(),
+            VmAnswer::Defined("allow".into())
+        );
+        assert_eq!(query.evaluate(input("ls")).unwrap(), VmAnswer::Undefined);
+        assert_eq!(query.evaluate(input("rm")).unwrap(), VmAnswer::Unsure);
+    }
+
+    #[test]
+    fn the_policys_own_default_answers_when_no_definition_holds() {
+        let query = compiled(&format!("{TWO_DEFINITIONS}default decision := \"ask\"\n"));
+        assert!(!query.marked);
+        assert_eq!(
+            query.evaluate(input("ls")).unwrap(),
+            VmAnswer::Defined("ask".into())
+        );
+        assert_eq!(query.evaluate(input("rm")).unwrap(), VmAnswer::Unsure);
+    }
 }
