@@ -1,5 +1,6 @@
 //! The loaded Rego policy and how it evaluates one hook.
 
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +21,16 @@ pub const DEFAULT_QUERY: &str = "data.acs.decision";
 /// How long one evaluation may run before it is abandoned as a decision
 /// failure: a policy that loops must not hold a session's message.
 pub const EVALUATION_TIME_LIMIT: Duration = Duration::from_millis(100);
+
+/// Steps (VM instructions, interpreter expressions) between two reads of
+/// the clock against [`EVALUATION_TIME_LIMIT`]. A read per step was a
+/// sixth of a 20-rule evaluation; a step takes well under a microsecond,
+/// so a few hundred of them still stop a runaway policy within a hair of
+/// its limit.
+pub(super) const TIME_CHECK_INTERVAL: NonZeroU32 = match NonZeroU32::new(256) {
+    Some(interval) => interval,
+    None => NonZeroU32::MIN,
+};
 
 /// A loaded Rego policy: modules parsed and analysed, data merged.
 ///
@@ -153,7 +164,7 @@ impl RegoPolicy {
     ) -> Self {
         engine.set_execution_timer_config(ExecutionTimerConfig {
             limit: EVALUATION_TIME_LIMIT,
-            check_interval: std::num::NonZeroU32::MIN,
+            check_interval: TIME_CHECK_INTERVAL,
         });
         let compiled = CompiledQuery::compile(&engine, &query, EVALUATION_TIME_LIMIT).map(Arc::new);
         Self {

@@ -134,6 +134,28 @@ decision := y if {
 }
 
 #[test]
+fn a_policy_that_runs_past_its_time_limit_is_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let rego = r#"
+package acs
+import rego.v1
+decision := {"decision": "allow"} if {
+    input.method == "steps/toolCallRequest"
+    count([x | some i in numbers.range(1, 5000); some j in numbers.range(1, 5000); x := i * j]) > 0
+}
+"#;
+    let policy = policy_in(dir.path(), &[("p.rego", rego)]).unwrap();
+    for policy in [policy.clone(), policy.interpreted()] {
+        let started = std::time::Instant::now();
+        let err = policy
+            .evaluate(&call("echo"), &metadata(&[]), None)
+            .unwrap_err();
+        assert!(err.to_string().contains("time limit"), "{err}");
+        assert!(started.elapsed() < EVALUATION_TIME_LIMIT * 20);
+    }
+}
+
+#[test]
 fn compile_errors_name_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let err = policy_in(

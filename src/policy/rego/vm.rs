@@ -22,6 +22,7 @@ use regorus::CompiledPolicy;
 
 use super::error::RegoError;
 use super::marker::{with_undefined_marker, UNDEFINED_MARKER};
+use super::policy::TIME_CHECK_INTERVAL;
 
 /// Idle machines kept for reuse; more evaluations at once build their own.
 const IDLE_VMS: usize = 8;
@@ -133,7 +134,7 @@ impl CompiledQuery {
             .map_err(|err| RegoError::Evaluation(err.to_string()))?;
         vm.set_execution_timer_config(Some(ExecutionTimerConfig {
             limit: self.time_limit,
-            check_interval: std::num::NonZeroU32::MIN,
+            check_interval: TIME_CHECK_INTERVAL,
         }));
         // The time limit bounds an evaluation; a count of instructions
         // would refuse large data-driven policies that finish in time.
