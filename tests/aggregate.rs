@@ -105,6 +105,13 @@ reasoning = "the demo server's environment stays private"
         "",
         &format!("{}\n{rules}", listen_section("http", "")),
     );
+    // Hook payloads are recorded, so the snapshot's components can be read.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replacen("\n[audit]\n", "\n[audit]\nrecord_content = true\n", 1),
+    )
+    .unwrap();
     let proxy = NetProxy::start(&config);
     let hello = scratch.path("files/hello.txt").display().to_string();
     let read_args = json!({ "path": hello }).to_string();
@@ -284,6 +291,14 @@ reasoning = "the demo server's environment stays private"
     assert_ne!(everything_env["result"]["isError"], true, "{}", context());
 
     // Each upstream has its own audit chain, whose every entry names it.
+    // The virtual server's own chain is sealed once the client's session
+    // has ended and every upstream's with it.
+    wait_for("the virtual server's session end", || {
+        scratch
+            .audit_entries()
+            .iter()
+            .any(|e| e["step_type"] == "steps/sessionEnd" && !e["upstream"].is_string())
+    });
     let entries = scratch.audit_entries();
     for upstream in ["everything", "files", "demo"] {
         let starts = entries
@@ -292,12 +307,61 @@ reasoning = "the demo server's environment stays private"
             .count();
         assert_eq!(starts, 1, "no session start names {upstream}");
     }
-    assert!(entries.iter().all(|e| e["upstream"].is_string()));
+    // The virtual server's own session names no upstream: it starts, sends
+    // the one snapshot of every upstream, and ends.
+    let own: Vec<&Value> = entries
+        .iter()
+        .filter(|e| !e["upstream"].is_string())
+        .collect();
+    let steps: Vec<&str> = own.iter().filter_map(|e| e["step_type"].as_str()).collect();
+    assert_eq!(
+        steps,
+        ["steps/sessionStart", "agbom/snapshot", "steps/sessionEnd"],
+        "{own:#?}"
+    );
+    assert!(own.iter().all(|e| e["session_id"] == own[0]["session_id"]));
+    assert_one_snapshot_of_every_upstream(&entries);
     let denial = entries
         .iter()
         .find(|e| e["decision"] == "deny" && e["rule"] == "read-only-files")
         .expect("the denial is audited");
     assert_eq!(denial["upstream"], "files", "{denial:#}");
+}
+
+/// The audit log holds one `agbom/snapshot`, whose components are every
+/// upstream (each its own `mcp_server`) and their tools.
+fn assert_one_snapshot_of_every_upstream(entries: &[Value]) {
+    let snapshots: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["step_type"] == "agbom/snapshot")
+        .collect();
+    assert_eq!(snapshots.len(), 1, "{snapshots:#?}");
+    let components = snapshots[0]["hook_params"]["payload"]["components"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no components recorded: {:#}", snapshots[0]));
+    let component = |id: &str| {
+        components
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no component {id}: {components:#?}"))
+    };
+    for (upstream, tool) in [
+        ("everything", "echo"),
+        ("files", "read_text_file"),
+        ("demo", "echo"),
+    ] {
+        let server = component(&format!("mcp_server:{upstream}"));
+        assert_eq!(server["type"], "mcp_server");
+        assert_eq!(server["route"], upstream);
+        let tool_id = format!("tool:{upstream}/{tool}");
+        assert!(
+            server["mcp_server_fields"]["tools"]
+                .as_array()
+                .is_some_and(|tools| tools.iter().any(|t| *t == tool_id.as_str())),
+            "{server:#}"
+        );
+        assert_eq!(component(&tool_id)["name"], tool);
+    }
 }
 
 const PER_UPSTREAM: &str = r#"

@@ -24,6 +24,9 @@ fn items_key(method: &str) -> &'static str {
 
 /// Answers the agent's list request `id` with one merged page.
 pub(super) async fn answer(router: Arc<Router>, id: Value, method: String, message: Value) {
+    if router.refused(&id).await {
+        return;
+    }
     let positions = match message["params"]["cursor"].as_str() {
         None => Positions::start(router.live_legs().map(|leg| leg.index)),
         Some(cursor) => match Positions::decode(cursor) {

@@ -19,6 +19,8 @@
 //! - [`names`]: prefixes, `tools` filters and the name book.
 //! - [`merge`]: the merged `initialize` result and list cursors.
 //! - [`upstream_events`]: upstream requests, notifications and ends.
+//! - [`own_session`]: the virtual server's own ACS session and its one
+//!   `agbom/snapshot` of every upstream.
 //! - [`probe`]: the start-up check of `prefix = "never"`.
 
 mod context;
@@ -27,6 +29,7 @@ mod leg;
 mod listing;
 mod merge;
 mod names;
+mod own_session;
 pub mod probe;
 mod router;
 mod upstream_events;
@@ -36,7 +39,7 @@ use std::sync::{Arc, Mutex};
 use futures_util::future::join_all;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -44,8 +47,10 @@ use tokio_util::sync::CancellationToken;
 pub use context::AggregateContext;
 use leg::{AgentSide, Leg, LegEvent};
 use merge::Initialized;
+use own_session::Inventoried;
 use router::Router;
 
+use crate::hooks::lifecycle::SessionEndReason;
 use crate::jsonrpc::codes;
 use crate::relay::SessionExit;
 use crate::transport::downstream::Downstream;
@@ -74,11 +79,15 @@ pub async fn run(
     // Unbounded on purpose: the router may wait on a leg's input while that
     // leg's relay waits to hand the router an event; a bounded queue here
     // could close that circle. The legs' own limits bound their requests.
+    let id = initialize["id"].clone();
+    let own = match own_session::start(&context, &agent, &initialize).await {
+        Ok(own) => own,
+        Err(reason) => return refuse_session(&client, &id, &reason).await,
+    };
     let (events, mut leg_events) = mpsc::unbounded_channel();
     let closing = Mutex::new(Vec::new());
     let opened = open_legs(&context, &agent, &initialize, &events, &stop, &closing).await;
     drop(events);
-    let id = initialize["id"].clone();
     let started: Vec<Initialized<'_>> = opened
         .iter()
         .filter_map(|(leg, result)| {
@@ -91,6 +100,7 @@ pub async fn run(
     if started.is_empty() {
         let exit = refuse_start(&client, &id, &context.aggregate.name).await;
         finish_closing(closing).await;
+        own_session::end(&own, SessionEndReason::Error).await;
         return exit;
     }
     let result = merge::initialize_result(&context.aggregate.name, &started);
@@ -99,18 +109,58 @@ pub async fn run(
         .map(|(_, result)| result["capabilities"].clone())
         .collect();
     let legs: Vec<Option<Arc<Leg>>> = opened.into_iter().map(|(leg, _)| leg).collect();
+    let (verdict, inventory) = watch::channel(Inventoried::Pending);
+    let reporting = tokio::spawn(own_session::report_inventory(
+        own.clone(),
+        endpoints(&context, &legs),
+        verdict,
+    ));
     let router = Arc::new(Router::new(
         context.aggregate,
         legs,
         capabilities,
         client.clone(),
+        inventory,
     ));
     router.reply(&id, result).await;
     let exit = serve(&router, &mut downstream, &mut leg_events, &stop).await;
     join_all(router.legs.iter().flatten().map(|leg| leg.close())).await;
+    // A snapshot still waiting for an upstream is not sent any more.
+    reporting.abort();
     client.close();
     finish_closing(closing).await;
+    let reason = match exit {
+        SessionExit::ClientClosed => SessionEndReason::Completed,
+        SessionExit::Stopped => SessionEndReason::Cancelled,
+        SessionExit::ServerExited(_) => SessionEndReason::Error,
+    };
+    own_session::end(&own, reason).await;
     exit
+}
+
+/// Each started leg with its upstream's endpoint, for the snapshot.
+fn endpoints(context: &AggregateContext, legs: &[Option<Arc<Leg>>]) -> Vec<(Arc<Leg>, String)> {
+    legs.iter()
+        .flatten()
+        .map(|leg| {
+            let endpoint = context
+                .config
+                .upstreams
+                .iter()
+                .find(|u| u.name == leg.name)
+                .map_or_else(|| format!("upstream:{}", leg.name), |u| u.endpoint_uri());
+            (leg.clone(), endpoint)
+        })
+        .collect()
+}
+
+/// The Guardian refused the virtual server's session: the agent's
+/// `initialize` is refused and no upstream is started.
+async fn refuse_session(client: &FrameWriter, id: &Value, reason: &str) -> SessionExit {
+    let text = format!("acs-proxy: the session was refused: {reason}");
+    router::send(client, &router::error(id, codes::POLICY_DENIED, &text)).await;
+    client.close();
+    SessionExit::ServerExited(UpstreamExit::Closed(reason.to_owned()))
 }
 
 /// No upstream started: the agent's `initialize` is answered -32011 and

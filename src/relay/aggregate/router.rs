@@ -10,9 +10,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use bytes::Bytes;
 use futures_util::future::join_all;
 use serde_json::{json, Value};
+use tokio::sync::watch;
 
 use super::leg::Leg;
 use super::names::{Kind, NameBook};
+use super::own_session::Inventoried;
 use crate::config::AggregateConfig;
 use crate::jsonrpc::codes;
 use crate::transport::writer::FrameWriter;
@@ -36,6 +38,9 @@ pub(super) struct Router {
     /// the leg's id for it, so its cancellation reaches the right place.
     in_flight: Mutex<HashMap<String, (usize, u64)>>,
     next_server_request: AtomicU64,
+    /// Where the virtual server's `agbom/snapshot` stands: nothing is
+    /// served before the Guardian has seen it, nor after it refused it.
+    inventory: watch::Receiver<Inventoried>,
 }
 
 impl Router {
@@ -45,6 +50,7 @@ impl Router {
         legs: Vec<Option<Arc<Leg>>>,
         capabilities: Vec<Value>,
         client: FrameWriter,
+        inventory: watch::Receiver<Inventoried>,
     ) -> Self {
         Self {
             book: Mutex::new(NameBook::new(&aggregate)),
@@ -55,7 +61,38 @@ impl Router {
             server_requests: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
             next_server_request: AtomicU64::new(1),
+            inventory,
         }
+    }
+
+    /// Whether the virtual server's snapshot is still to be decided.
+    pub(super) fn inventory_pending(&self) -> bool {
+        *self.inventory.borrow() == Inventoried::Pending
+    }
+
+    /// Waits until the virtual server's snapshot has been decided; why
+    /// the session serves nothing, when the Guardian refused it.
+    pub(super) async fn inventory_refusal(&self) -> Option<String> {
+        let mut inventory = self.inventory.clone();
+        let decided = inventory
+            .wait_for(|state| *state != Inventoried::Pending)
+            .await;
+        // A snapshot that was never decided (the session is ending) refuses nothing.
+        match decided.as_deref() {
+            Ok(Inventoried::Refused(reason)) => Some(reason.clone()),
+            _ => None,
+        }
+    }
+
+    /// Answers `id` with the refusal of the session, if it was refused
+    /// (waiting for the snapshot's decision first); `true` if it was.
+    pub(super) async fn refused(&self, id: &Value) -> bool {
+        let Some(reason) = self.inventory_refusal().await else {
+            return false;
+        };
+        let text = format!("acs-proxy: the session was refused: {reason}");
+        self.reply_error(id, codes::POLICY_DENIED, &text).await;
+        true
     }
 
     /// The legs still serving.
@@ -136,8 +173,24 @@ impl Router {
     /// Sends the agent's request to `leg` and, in the background, its
     /// answer back under the agent's id; a leg that is gone (or goes before
     /// answering) is answered -32011.
+    ///
+    /// Before the snapshot is decided, the request waits for it in a task
+    /// of its own, so the agent's other messages (`initialized`, which
+    /// lets the upstreams read their inventories) keep moving.
     pub(super) async fn forward(self: &Arc<Self>, leg: usize, message: Value) {
+        if self.inventory_pending() {
+            let router = self.clone();
+            tokio::spawn(async move { router.forward_decided(leg, message).await });
+            return;
+        }
+        self.forward_decided(leg, message).await;
+    }
+
+    async fn forward_decided(self: &Arc<Self>, leg: usize, message: Value) {
         let id = message["id"].clone();
+        if self.refused(&id).await {
+            return;
+        }
         let Some(target) = self.legs.get(leg).cloned().flatten() else {
             return self.unavailable(&id, leg).await;
         };
