@@ -666,3 +666,124 @@ fn with_no_upstream_started_initialize_is_refused() {
     );
     assert_eq!(proxy.wait().code(), Some(3));
 }
+
+/// Every page of `method`'s `key` items (a list request per page).
+fn list_all(proxy: &mut Proxy, first_id: i64, method: &str, key: &str) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut cursor: Option<Value> = None;
+    for id in first_id..first_id + 20 {
+        let mut request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {}});
+        if let Some(cursor) = &cursor {
+            request["params"]["cursor"] = cursor.clone();
+        }
+        proxy.send(&request);
+        let page = proxy.response(&json!(id));
+        items.extend(page["result"][key].as_array().cloned().unwrap_or_default());
+        cursor = page["result"].get("nextCursor").cloned();
+        if cursor.is_none() {
+            break;
+        }
+    }
+    items
+}
+
+#[test]
+fn a_uri_two_upstreams_share_is_served_to_each_under_its_own_name() {
+    let scratch = Scratch::new();
+    let text = format!(
+        "{}{}[[aggregate]]\nname = \"all\"\nupstreams = [\"everything\", \"twin\"]\n\n\
+         [audit]\npath = {:?}\n",
+        upstream("everything", &support::server_everything()),
+        upstream("twin", &support::server_everything()),
+        scratch.audit_log().display().to_string(),
+    );
+    let config = scratch.path("proxy.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    let document = "demo://resource/static/document/architecture.md";
+    let gated = format!("acs-proxy://twin/{document}");
+
+    // The first upstream keeps the URI; the other's copy names it.
+    let resources = list_all(&mut proxy, 2, "resources/list", "resources");
+    let uris: Vec<&str> = resources.iter().filter_map(|r| r["uri"].as_str()).collect();
+    assert!(uris.contains(&document), "{uris:?}");
+    assert!(uris.contains(&gated.as_str()), "{uris:?}");
+    let templates = list_all(
+        &mut proxy,
+        30,
+        "resources/templates/list",
+        "resourceTemplates",
+    );
+    let templates: Vec<&str> = templates
+        .iter()
+        .filter_map(|t| t["uriTemplate"].as_str())
+        .collect();
+    let template = "demo://resource/dynamic/text/{resourceId}";
+    assert!(templates.contains(&template), "{templates:?}");
+    assert!(
+        templates.contains(&format!("acs-proxy://twin/{template}").as_str()),
+        "{templates:?}"
+    );
+
+    // Reading the gateway URI (listed, or a template's expansion) reaches
+    // the upstream it names; the contents come back under the agent's URI.
+    proxy.send(
+        &json!({"jsonrpc": "2.0", "id": 50, "method": "resources/read",
+        "params": {"uri": gated}}),
+    );
+    let read = proxy.response(&json!(50));
+    assert_eq!(read["result"]["contents"][0]["uri"], gated, "{read:#}");
+    let expanded = "acs-proxy://twin/demo://resource/dynamic/text/1";
+    proxy.send(
+        &json!({"jsonrpc": "2.0", "id": 51, "method": "resources/read",
+        "params": {"uri": expanded}}),
+    );
+    let read = proxy.response(&json!(51));
+    assert_eq!(read["result"]["contents"][0]["uri"], expanded, "{read:#}");
+    proxy.send(
+        &json!({"jsonrpc": "2.0", "id": 52, "method": "resources/read",
+        "params": {"uri": document}}),
+    );
+    let read = proxy.response(&json!(52));
+    assert_eq!(read["result"]["contents"][0]["uri"], document, "{read:#}");
+
+    // An upstream's refusal comes back as it is: an error, and no result.
+    proxy.send(
+        &json!({"jsonrpc": "2.0", "id": 55, "method": "resources/read",
+        "params": {"uri": "acs-proxy://twin/demo://no/such/resource"}}),
+    );
+    let refused = proxy.response(&json!(55));
+    assert!(
+        refused.get("error").is_some() && refused.get("result").is_none(),
+        "{refused:#}"
+    );
+
+    // A subscription to the gateway URI: the twin's updates come back under it.
+    proxy.send(
+        &json!({"jsonrpc": "2.0", "id": 53, "method": "resources/subscribe",
+        "params": {"uri": gated}}),
+    );
+    assert!(proxy.response(&json!(53))["result"].is_object());
+    proxy.send(&support::tool_call(
+        54,
+        "twin__toggle-subscriber-updates",
+        json!({}),
+    ));
+    let (updated, _) = proxy.recv_until(|m| m["method"] == "notifications/resources/updated");
+    assert_eq!(updated["params"]["uri"], gated, "{updated:#}");
+    assert!(proxy.finish().success());
+
+    // Each read was decided and audited in the session of the upstream that served it.
+    let readers: std::collections::BTreeSet<String> = scratch
+        .audit_entries()
+        .iter()
+        .filter(|e| e["mcp_method"] == "resources/read")
+        .filter_map(|e| e["upstream"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        readers.into_iter().collect::<Vec<_>>(),
+        ["everything", "twin"]
+    );
+    scratch.assert_audit_verifies();
+}

@@ -115,12 +115,12 @@ async fn page(router: &Router, method: &str, positions: Positions) -> (Vec<Value
                 }
                 None if key == "resources" => {
                     if let Some(uri) = item["uri"].as_str() {
-                        book.note_resource(leg, uri);
+                        item["uri"] = Value::from(book.uris.expose_resource(leg, uri));
                     }
                 }
                 None => {
                     if let Some(template) = item["uriTemplate"].as_str() {
-                        book.note_template(leg, template);
+                        item["uriTemplate"] = Value::from(book.uris.expose_template(leg, template));
                     }
                 }
             }

@@ -17,6 +17,7 @@
 //! - [`router`]: the routing state; forwarding, notifications, answers.
 //! - [`listing`]: merged, paginated lists.
 //! - [`names`]: prefixes, `tools` filters and the name book.
+//! - [`uris`]: resource URIs, and gateway URIs where two upstreams share one.
 //! - [`merge`]: the merged `initialize` result and list cursors.
 //! - [`upstream_events`]: upstream requests, notifications and ends.
 //! - [`own_session`]: the virtual server's own ACS session and its one
@@ -33,6 +34,7 @@ mod own_session;
 pub mod probe;
 mod router;
 mod upstream_events;
+mod uris;
 
 use std::sync::{Arc, Mutex};
 

@@ -127,13 +127,25 @@ impl Router {
             .await;
     }
 
-    /// To the leg that listed `uri` or offers a template it fits; with one
-    /// leg offering resources at all, to that one.
-    pub(super) async fn route_resource(self: &Arc<Self>, uri: String, message: Value) {
-        let listed = lock(&self.book).resource_leg(&uri);
-        let leg = listed.or_else(|| self.only_leg_with("resources"));
-        match leg {
-            Some(leg) => self.forward(leg, message).await,
+    /// To the leg a gateway URI names, or that listed `uri`, or that offers
+    /// a template it fits; with one leg offering resources at all, to that
+    /// one. The URI (at `pointer` in the message) is given as the leg
+    /// knows it.
+    pub(super) async fn route_resource(self: &Arc<Self>, pointer: &str, mut message: Value) {
+        let uri = message
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let resolved = lock(&self.book).uris.resolve(&uri);
+        let target = resolved.or_else(|| Some((self.only_leg_with("resources")?, uri.clone())));
+        match target {
+            Some((leg, original)) => {
+                if let Some(field) = message.pointer_mut(pointer) {
+                    *field = Value::from(original);
+                }
+                self.forward(leg, message).await;
+            }
             None => {
                 let text = format!("no upstream serves the resource {uri}");
                 self.reply_error(&message["id"], codes::INVALID_PARAMS, &text)
@@ -194,10 +206,12 @@ impl Router {
         let Some(target) = self.legs.get(leg).cloned().flatten() else {
             return self.unavailable(&id, leg).await;
         };
+        let message_method = message["method"].as_str().unwrap_or_default().to_owned();
         let Ok((leg_id, answer)) = target.forward_request(message).await else {
             return self.unavailable(&id, leg).await;
         };
         let key = id.to_string();
+        let method = message_method;
         lock(&self.in_flight).insert(key.clone(), (leg, leg_id));
         let router = self.clone();
         tokio::spawn(async move {
@@ -206,11 +220,33 @@ impl Router {
             match answer {
                 Ok(mut reply) => {
                     reply["id"] = id;
+                    if method == "resources/read" {
+                        router.contents_seen_as(leg, &mut reply);
+                    }
                     router.to_client(&reply).await;
                 }
                 Err(_) => router.unavailable(&id, leg).await,
             }
         });
+    }
+
+    /// A `resources/read` answer names its contents' URIs as the agent
+    /// knows them.
+    fn contents_seen_as(&self, leg: usize, reply: &mut Value) {
+        // Read with `get_mut`: indexing would add a `result` to an error.
+        let contents = reply
+            .get_mut("result")
+            .and_then(|result| result.get_mut("contents"))
+            .and_then(Value::as_array_mut);
+        let Some(contents) = contents else {
+            return;
+        };
+        let book = lock(&self.book);
+        for content in contents {
+            if let Some(uri) = content["uri"].as_str() {
+                content["uri"] = Value::from(book.uris.seen_as(leg, uri));
+            }
+        }
     }
 
     async fn unavailable(&self, id: &Value, leg: usize) {
