@@ -787,3 +787,61 @@ fn a_uri_two_upstreams_share_is_served_to_each_under_its_own_name() {
     );
     scratch.assert_audit_verifies();
 }
+
+#[test]
+fn limits_and_hidden_tools_see_the_name_the_agent_uses() {
+    let scratch = Scratch::new();
+    let policy = r#"
+[integrity]
+hide_denied_tools = true
+
+[[policy.rule]]
+name = "demo-env-private"
+hook = "steps/toolCallRequest"
+tool = "demo__get-env"
+decision = "deny"
+reasoning = "the demo server's environment stays private"
+
+[[policy.limit]]
+name = "one-demo-echo"
+tool = "demo__echo"
+per = "session"
+calls = 1
+interval_s = 3600
+"#;
+    let config = aggregate_config(&scratch, "", policy);
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+
+    // Hidden by the agent's name: only that upstream's get-env.
+    let tools = list_all(&mut proxy, 2, "tools/list", "tools");
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(!names.contains(&"demo__get-env"), "{names:?}");
+    assert!(names.contains(&"everything__get-env"), "{names:?}");
+    assert!(names.contains(&"demo__echo"), "{names:?}");
+
+    // Limited by the agent's name: the demo server's echo, not everything's.
+    let echo = |id: i64, tool: &str| {
+        let arguments = if tool.starts_with("demo") {
+            json!({"text": "hi"})
+        } else {
+            json!({"message": "hi"})
+        };
+        support::tool_call(id, tool, arguments)
+    };
+    proxy.send(&echo(30, "demo__echo"));
+    assert!(proxy.response(&json!(30))["result"].is_object());
+    proxy.send(&echo(31, "demo__echo"));
+    let limited = proxy.response(&json!(31));
+    assert_eq!(limited["error"]["code"], -32012, "{limited:#}");
+    assert_eq!(
+        limited["error"]["data"]["limit"], "one-demo-echo",
+        "{limited:#}"
+    );
+    for id in [32, 33] {
+        proxy.send(&echo(id, "everything__echo"));
+        let reply = proxy.response(&json!(id));
+        assert!(reply["result"].is_object(), "{reply:#}");
+    }
+    assert!(proxy.finish().success());
+}

@@ -106,6 +106,10 @@ async fn page(router: &Router, method: &str, positions: Positions) -> (Vec<Value
                     let Some(exposed) = book.expose(kind, leg, original) else {
                         continue;
                     };
+                    let denied = router.denied_tools.as_ref();
+                    if kind == Kind::Tool && denied.is_some_and(|d| d.hides(original, &exposed)) {
+                        continue;
+                    }
                     if kind == Kind::Tool {
                         if let Some(target) = router.legs.get(leg).and_then(Option::as_ref) {
                             target.route.note(original, &exposed);

@@ -16,6 +16,7 @@
 //! - [`dispatch`]: the agent's requests, routed by name or URI.
 //! - [`router`]: the routing state; forwarding, notifications, answers.
 //! - [`listing`]: merged, paginated lists.
+//! - [`denied`]: tools the rules deny outright, hidden by either name.
 //! - [`names`]: prefixes, `tools` filters and the name book.
 //! - [`uris`]: resource URIs, and gateway URIs where two upstreams share one.
 //! - [`merge`]: the merged `initialize` result and list cursors.
@@ -25,6 +26,7 @@
 //! - [`probe`]: the start-up check of `prefix = "never"`.
 
 mod context;
+mod denied;
 mod dispatch;
 mod leg;
 mod listing;
@@ -117,12 +119,14 @@ pub async fn run(
         endpoints(&context, &legs),
         verdict,
     ));
+    let denied_tools = denied::DeniedTools::new(&context.config, agent.identity.clone());
     let router = Arc::new(Router::new(
         context.aggregate,
         legs,
         capabilities,
         client.clone(),
         inventory,
+        denied_tools,
     ));
     router.reply(&id, result).await;
     let exit = serve(&router, &mut downstream, &mut leg_events, &stop).await;

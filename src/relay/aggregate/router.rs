@@ -12,6 +12,7 @@ use futures_util::future::join_all;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use super::denied::DeniedTools;
 use super::leg::Leg;
 use super::names::{Kind, NameBook};
 use super::own_session::Inventoried;
@@ -41,6 +42,8 @@ pub(super) struct Router {
     /// Where the virtual server's `agbom/snapshot` stands: nothing is
     /// served before the Guardian has seen it, nor after it refused it.
     inventory: watch::Receiver<Inventoried>,
+    /// The tools to leave out of the agent's lists, when hidden.
+    pub(super) denied_tools: Option<DeniedTools>,
 }
 
 impl Router {
@@ -51,6 +54,7 @@ impl Router {
         capabilities: Vec<Value>,
         client: FrameWriter,
         inventory: watch::Receiver<Inventoried>,
+        denied_tools: Option<DeniedTools>,
     ) -> Self {
         Self {
             book: Mutex::new(NameBook::new(&aggregate)),
@@ -62,6 +66,7 @@ impl Router {
             in_flight: Mutex::new(HashMap::new()),
             next_server_request: AtomicU64::new(1),
             inventory,
+            denied_tools,
         }
     }
 
