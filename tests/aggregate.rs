@@ -845,3 +845,37 @@ interval_s = 3600
     }
     assert!(proxy.finish().success());
 }
+
+#[test]
+fn a_batch_is_routed_member_by_member_and_answered_as_one() {
+    let scratch = Scratch::new();
+    let config = aggregate_config(&scratch, "", "");
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    proxy.send(&json!([
+        support::tool_call(10, "demo__echo", json!({"text": "first in the batch"})),
+        {"jsonrpc": "2.0", "id": 11, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"},
+        support::tool_call(12, "everything__echo", json!({"message": "second in the batch"})),
+        {"jsonrpc": "2.0", "id": 13, "method": "initialize", "params": {}},
+        {"jsonrpc": "2.0", "id": 14, "method": "tools/list"},
+    ]));
+    let (replies, _) = proxy.recv_until(Value::is_array);
+    let replies = replies.as_array().unwrap();
+    let by_id = |id: i64| {
+        replies
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("no reply to {id}: {replies:#?}"))
+    };
+    assert_eq!(replies.len(), 5, "{replies:#?}");
+    assert!(by_id(10).to_string().contains("first in the batch"));
+    assert_eq!(by_id(11)["result"], json!({}));
+    assert!(by_id(12).to_string().contains("second in the batch"));
+    assert_eq!(by_id(13)["error"]["code"], -32600);
+    assert!(by_id(14).to_string().contains("files__read_text_file"));
+    // Alone again afterwards.
+    proxy.send(&json!({"jsonrpc": "2.0", "id": 15, "method": "ping"}));
+    assert_eq!(proxy.response(&json!(15))["result"], json!({}));
+    assert!(proxy.finish().success());
+}

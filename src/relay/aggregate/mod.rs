@@ -13,6 +13,7 @@
 //! ```
 //!
 //! - [`leg`]: one upstream's relay session behind in-memory channels.
+//! - [`batch`]: JSON-RPC batches, routed member by member, answered as one.
 //! - [`dispatch`]: the agent's requests, routed by name or URI.
 //! - [`router`]: the routing state; forwarding, notifications, answers.
 //! - [`listing`]: merged, paginated lists.
@@ -25,6 +26,7 @@
 //!   `agbom/snapshot` of every upstream.
 //! - [`probe`]: the start-up check of `prefix = "never"`.
 
+mod batch;
 mod context;
 mod denied;
 mod dispatch;
@@ -368,8 +370,11 @@ async fn serve(
 async fn from_client(router: &Arc<Router>, bytes: &[u8]) {
     let message = match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(message)) => Value::Object(message),
+        Ok(Value::Array(members)) if !members.is_empty() => {
+            return from_client_batch(router, members).await;
+        }
         Ok(Value::Array(_)) => {
-            let text = "a virtual server takes no JSON-RPC batches";
+            let text = "an empty JSON-RPC batch";
             return router
                 .reply_error(&Value::Null, codes::INVALID_REQUEST, text)
                 .await;
@@ -390,9 +395,26 @@ async fn from_client(router: &Arc<Router>, bytes: &[u8]) {
                 .await;
         }
     };
+    from_client_message(router, message).await;
+}
+
+/// One message from the agent, alone or a member of a batch.
+async fn from_client_message(router: &Arc<Router>, message: Value) {
     match (message.get("method").is_some(), message.get("id").is_some()) {
         (true, true) => dispatch::client_request(router, message).await,
         (true, false) => router.client_notification(message).await,
         (false, _) => router.client_response(message).await,
+    }
+}
+
+/// A batch from the agent: its members are routed in order and the
+/// replies to its requests go back as one array.
+async fn from_client_batch(router: &Arc<Router>, members: Vec<Value>) {
+    let members = batch::sort(members);
+    if let Some(replies) = router.batches.open(&members.ids, members.early) {
+        router.to_client(&replies).await;
+    }
+    for member in members.routed {
+        from_client_message(router, member).await;
     }
 }

@@ -12,6 +12,7 @@ use futures_util::future::join_all;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use super::batch::{Batches, Gathered};
 use super::denied::DeniedTools;
 use super::leg::Leg;
 use super::names::{Kind, NameBook};
@@ -44,6 +45,8 @@ pub(super) struct Router {
     inventory: watch::Receiver<Inventoried>,
     /// The tools to leave out of the agent's lists, when hidden.
     pub(super) denied_tools: Option<DeniedTools>,
+    /// The agent's batches whose replies are being gathered.
+    pub(super) batches: Batches,
 }
 
 impl Router {
@@ -67,6 +70,7 @@ impl Router {
             next_server_request: AtomicU64::new(1),
             inventory,
             denied_tools,
+            batches: Batches::default(),
         }
     }
 
@@ -105,9 +109,14 @@ impl Router {
         self.legs.iter().flatten().filter(|leg| !leg.is_gone())
     }
 
-    /// Writes one message to the agent.
+    /// Writes one message to the agent; a reply to a member of a batch
+    /// goes with the batch's other replies, in one array.
     pub(super) async fn to_client(&self, message: &Value) {
-        send(&self.client, message).await;
+        match self.batches.gather(message) {
+            Gathered::Alone => send(&self.client, message).await,
+            Gathered::Held => {}
+            Gathered::Complete(replies) => send(&self.client, &replies).await,
+        }
     }
 
     /// Answers the agent's request `id` with `result`.
