@@ -879,3 +879,51 @@ fn a_batch_is_routed_member_by_member_and_answered_as_one() {
     assert_eq!(proxy.response(&json!(15))["result"], json!({}));
     assert!(proxy.finish().success());
 }
+
+#[tokio::test]
+async fn a_call_over_http_continues_the_agents_header_trace_in_its_upstream() {
+    const AGENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const AGENT_SPAN: &str = "00f067aa0ba902b7";
+    let scratch = Scratch::new();
+    let receiver = support::otlp::OtlpReceiver::start(&scratch, false);
+    let demo = vec![support::demo_server_bin().display().to_string()];
+    let text = format!(
+        "{}{}[[aggregate]]\nname = \"all\"\nupstreams = [\"demo\", \"twin\"]\n\n\
+         [audit]\npath = {:?}\n\n{}\n\
+         [telemetry]\ntraces = \"otlp\"\nendpoint = {:?}\nprotocol = \"http/protobuf\"\n",
+        upstream("demo", &demo),
+        upstream("twin", &demo),
+        scratch.audit_log().display().to_string(),
+        listen_section("http", ""),
+        receiver.http_endpoint(),
+    );
+    let config = scratch.path("proxy.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut proxy = NetProxy::start(&config);
+    let mut agent =
+        support::mcp_http::McpHttp::new(support::mcp_http::client(None), proxy.url("/mcp"))
+            .header("traceparent", &format!("00-{AGENT_TRACE}-{AGENT_SPAN}-01"));
+    agent.initialize("2025-06-18", json!({})).await;
+    let (reply, _) = agent
+        .request(&support::tool_call(
+            9,
+            "twin__echo",
+            json!({"text": "traced"}),
+        ))
+        .await;
+    assert!(reply.to_string().contains("traced"), "{reply}");
+    proxy.terminate();
+
+    // The twin's relay session serves the call under the agent's span.
+    let spans = receiver.spans_when(|spans| {
+        spans
+            .iter()
+            .any(|s| s["name"] == "tools/call echo" && s["kind"] == 2)
+    });
+    let call = spans
+        .iter()
+        .find(|s| s["name"] == "tools/call echo" && s["kind"] == 2)
+        .unwrap();
+    assert_eq!(call["trace_id"], AGENT_TRACE, "{call:#}");
+    assert_eq!(call["parent_span_id"], AGENT_SPAN, "{call:#}");
+}

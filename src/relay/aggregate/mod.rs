@@ -59,6 +59,7 @@ use router::Router;
 use crate::hooks::lifecycle::SessionEndReason;
 use crate::jsonrpc::codes;
 use crate::relay::SessionExit;
+use crate::telemetry::Carrier;
 use crate::transport::downstream::Downstream;
 use crate::transport::upstream::UpstreamExit;
 use crate::transport::writer::FrameWriter;
@@ -344,10 +345,9 @@ async fn serve(
     loop {
         tokio::select! {
             frame = downstream.frames.next() => match frame {
-                // A virtual server does not continue the agent's trace: its
-                // legs start their own.
-                Some(Ok(LineFrame::Line(bytes) | LineFrame::Traced { line: bytes, .. })) => {
-                    from_client(router, &bytes).await
+                Some(Ok(LineFrame::Line(bytes))) => from_client(router, &bytes, None).await,
+                Some(Ok(LineFrame::Traced { line, carrier })) => {
+                    from_client(router, &line, Some(&carrier)).await
                 }
                 Some(Ok(LineFrame::TooLong)) => {
                     router.reply_error(&Value::Null, codes::INVALID_REQUEST, "the message is too large").await;
@@ -366,11 +366,15 @@ async fn serve(
     }
 }
 
-/// One frame from the agent.
-async fn from_client(router: &Arc<Router>, bytes: &[u8]) {
+/// One frame from the agent, with the trace context its transport
+/// carried (a `traceparent` header), if any.
+async fn from_client(router: &Arc<Router>, bytes: &[u8], carrier: Option<&Carrier>) {
     let message = match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(message)) => Value::Object(message),
-        Ok(Value::Array(members)) if !members.is_empty() => {
+        Ok(Value::Array(mut members)) if !members.is_empty() => {
+            for member in &mut members {
+                continue_trace(member, carrier);
+            }
             return from_client_batch(router, members).await;
         }
         Ok(Value::Array(_)) => {
@@ -395,7 +399,21 @@ async fn from_client(router: &Arc<Router>, bytes: &[u8]) {
                 .await;
         }
     };
+    let mut message = message;
+    continue_trace(&mut message, carrier);
     from_client_message(router, message).await;
+}
+
+/// A request that came with a trace context in its transport carries it
+/// on to its upstream's relay session in `params._meta`, where that
+/// session reads it (and replaces it with its own before the server sees
+/// it), so the request's spans continue the agent's trace.
+fn continue_trace(message: &mut Value, carrier: Option<&Carrier>) {
+    if let Some(carrier) = carrier {
+        if message.get("method").is_some() && message.get("id").is_some() {
+            carrier.write_meta(message);
+        }
+    }
 }
 
 /// One message from the agent, alone or a member of a batch.
