@@ -927,3 +927,45 @@ async fn a_call_over_http_continues_the_agents_header_trace_in_its_upstream() {
     assert_eq!(call["trace_id"], AGENT_TRACE, "{call:#}");
     assert_eq!(call["parent_span_id"], AGENT_SPAN, "{call:#}");
 }
+
+#[tokio::test]
+async fn a_batch_over_http_is_answered_as_one() {
+    let scratch = Scratch::new();
+    let demo = vec![support::demo_server_bin().display().to_string()];
+    let text = format!(
+        "{}{}[[aggregate]]\nname = \"all\"\nupstreams = [\"demo\", \"twin\"]\n\n\
+         [audit]\npath = {:?}\n\n{}\n",
+        upstream("demo", &demo),
+        upstream("twin", &demo),
+        scratch.audit_log().display().to_string(),
+        listen_section("http", ""),
+    );
+    let config = scratch.path("proxy.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut proxy = NetProxy::start(&config);
+    let mut agent =
+        support::mcp_http::McpHttp::new(support::mcp_http::client(None), proxy.url("/mcp"));
+    agent.initialize("2025-03-26", json!({})).await;
+    let batch = json!([
+        support::tool_call(40, "demo__echo", json!({"text": "a"})),
+        support::tool_call(41, "twin__echo", json!({"text": "b"})),
+    ]);
+    let response = agent
+        .post_text(&batch.to_string(), "application/json")
+        .await;
+    assert!(response.status().is_success(), "{}", response.status());
+    let replies = support::mcp_http::json_body(response).await;
+    let replies = replies.as_array().expect("an array");
+    let texts: Vec<String> = [40, 41]
+        .iter()
+        .map(|id| {
+            let reply = replies.iter().find(|r| r["id"] == *id).expect("a reply");
+            reply["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(texts, ["a", "b"]);
+    proxy.terminate();
+}
