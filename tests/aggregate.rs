@@ -969,3 +969,71 @@ async fn a_batch_over_http_is_answered_as_one() {
     assert_eq!(texts, ["a", "b"]);
     proxy.terminate();
 }
+
+/// Two demo servers behind an aggregate over stdio, with `extra` after.
+fn twin_demo_config(scratch: &Scratch, extra: &str) -> PathBuf {
+    let demo = vec![support::demo_server_bin().display().to_string()];
+    let text = format!(
+        "{}{}[[aggregate]]\nname = \"all\"\nupstreams = [\"demo\", \"twin\"]\n\n\
+         [audit]\npath = {:?}\n\n{extra}\n",
+        upstream("demo", &demo),
+        upstream("twin", &demo),
+        scratch.audit_log().display().to_string(),
+    );
+    let config = scratch.path("proxy.toml");
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+#[test]
+fn the_guardian_refusing_the_virtual_servers_session_or_inventory_refuses_the_agent() {
+    // The session itself: initialize is refused, no upstream is started.
+    let scratch = Scratch::new();
+    let config = twin_demo_config(
+        &scratch,
+        "[[policy.rule]]\nname = \"no-virtual\"\nhook = \"steps/sessionStart\"\n\
+         decision = \"deny\"\nreasoning = \"no virtual servers here\"\n",
+    );
+    let mut proxy = Proxy::start(&config);
+    let refused = proxy.initialize(json!({}));
+    assert_eq!(refused["error"]["code"], -32010, "{refused:#}");
+    assert!(
+        refused.to_string().contains("no virtual servers here"),
+        "{refused:#}"
+    );
+    proxy.wait();
+    assert!(
+        !scratch
+            .audit_entries()
+            .iter()
+            .any(|e| e["upstream"].is_string()),
+        "an upstream was started"
+    );
+
+    // The inventory: every request is refused, none reaches an upstream.
+    let scratch = Scratch::new();
+    let config = twin_demo_config(
+        &scratch,
+        "[[policy.rule]]\nname = \"banned\"\nhook = \"agbom/snapshot\"\n\
+         decision = \"deny\"\nreasoning = \"a banned component\"\n",
+    );
+    let mut proxy = Proxy::start(&config);
+    assert!(proxy.initialize(json!({}))["result"].is_object());
+    proxy.send(&support::tool_call(2, "twin__echo", json!({"text": "x"})));
+    let refused = proxy.response(&json!(2));
+    assert_eq!(refused["error"]["code"], -32010, "{refused:#}");
+    assert!(
+        refused.to_string().contains("a banned component"),
+        "{refused:#}"
+    );
+    proxy.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
+    assert_eq!(proxy.response(&json!(3))["error"]["code"], -32010);
+    assert!(proxy.finish().success());
+    assert!(
+        !scratch
+            .audit_entries()
+            .iter()
+            .any(|e| e["mcp_method"] == "tools/call"),
+        "the call reached an upstream"
+    );
+}
