@@ -105,6 +105,13 @@ reasoning = "the demo server's environment stays private"
         "",
         &format!("{}\n{rules}", listen_section("http", "")),
     );
+    // Hook payloads are recorded, so the snapshot's components can be read.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replacen("\n[audit]\n", "\n[audit]\nrecord_content = true\n", 1),
+    )
+    .unwrap();
     let proxy = NetProxy::start(&config);
     let hello = scratch.path("files/hello.txt").display().to_string();
     let read_args = json!({ "path": hello }).to_string();
@@ -284,6 +291,14 @@ reasoning = "the demo server's environment stays private"
     assert_ne!(everything_env["result"]["isError"], true, "{}", context());
 
     // Each upstream has its own audit chain, whose every entry names it.
+    // The virtual server's own chain is sealed once the client's session
+    // has ended and every upstream's with it.
+    wait_for("the virtual server's session end", || {
+        scratch
+            .audit_entries()
+            .iter()
+            .any(|e| e["step_type"] == "steps/sessionEnd" && !e["upstream"].is_string())
+    });
     let entries = scratch.audit_entries();
     for upstream in ["everything", "files", "demo"] {
         let starts = entries
@@ -292,12 +307,61 @@ reasoning = "the demo server's environment stays private"
             .count();
         assert_eq!(starts, 1, "no session start names {upstream}");
     }
-    assert!(entries.iter().all(|e| e["upstream"].is_string()));
+    // The virtual server's own session names no upstream: it starts, sends
+    // the one snapshot of every upstream, and ends.
+    let own: Vec<&Value> = entries
+        .iter()
+        .filter(|e| !e["upstream"].is_string())
+        .collect();
+    let steps: Vec<&str> = own.iter().filter_map(|e| e["step_type"].as_str()).collect();
+    assert_eq!(
+        steps,
+        ["steps/sessionStart", "agbom/snapshot", "steps/sessionEnd"],
+        "{own:#?}"
+    );
+    assert!(own.iter().all(|e| e["session_id"] == own[0]["session_id"]));
+    assert_one_snapshot_of_every_upstream(&entries);
     let denial = entries
         .iter()
         .find(|e| e["decision"] == "deny" && e["rule"] == "read-only-files")
         .expect("the denial is audited");
     assert_eq!(denial["upstream"], "files", "{denial:#}");
+}
+
+/// The audit log holds one `agbom/snapshot`, whose components are every
+/// upstream (each its own `mcp_server`) and their tools.
+fn assert_one_snapshot_of_every_upstream(entries: &[Value]) {
+    let snapshots: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["step_type"] == "agbom/snapshot")
+        .collect();
+    assert_eq!(snapshots.len(), 1, "{snapshots:#?}");
+    let components = snapshots[0]["hook_params"]["payload"]["components"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no components recorded: {:#}", snapshots[0]));
+    let component = |id: &str| {
+        components
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no component {id}: {components:#?}"))
+    };
+    for (upstream, tool) in [
+        ("everything", "echo"),
+        ("files", "read_text_file"),
+        ("demo", "echo"),
+    ] {
+        let server = component(&format!("mcp_server:{upstream}"));
+        assert_eq!(server["type"], "mcp_server");
+        assert_eq!(server["route"], upstream);
+        let tool_id = format!("tool:{upstream}/{tool}");
+        assert!(
+            server["mcp_server_fields"]["tools"]
+                .as_array()
+                .is_some_and(|tools| tools.iter().any(|t| *t == tool_id.as_str())),
+            "{server:#}"
+        );
+        assert_eq!(component(&tool_id)["name"], tool);
+    }
 }
 
 const PER_UPSTREAM: &str = r#"
@@ -601,4 +665,375 @@ fn with_no_upstream_started_initialize_is_refused() {
         "{refused:#}"
     );
     assert_eq!(proxy.wait().code(), Some(3));
+}
+
+/// Every page of `method`'s `key` items (a list request per page).
+fn list_all(proxy: &mut Proxy, first_id: i64, method: &str, key: &str) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut cursor: Option<Value> = None;
+    for id in first_id..first_id + 20 {
+        let mut request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {}});
+        if let Some(cursor) = &cursor {
+            request["params"]["cursor"] = cursor.clone();
+        }
+        proxy.send(&request);
+        let page = proxy.response(&json!(id));
+        items.extend(page["result"][key].as_array().cloned().unwrap_or_default());
+        cursor = page["result"].get("nextCursor").cloned();
+        if cursor.is_none() {
+            break;
+        }
+    }
+    items
+}
+
+#[test]
+fn a_uri_two_upstreams_share_is_served_to_each_under_its_own_name() {
+    let scratch = Scratch::new();
+    let text = format!(
+        "{}{}[[aggregate]]\nname = \"all\"\nupstreams = [\"everything\", \"twin\"]\n\n\
+         [audit]\npath = {:?}\n",
+        upstream("everything", &support::server_everything()),
+        upstream("twin", &support::server_everything()),
+        scratch.audit_log().display().to_string(),
+    );
+    let config = scratch.path("proxy.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    let document = "demo://resource/static/document/architecture.md";
+    let gated = format!("acs-proxy://twin/{document}");
+
+    // The first upstream keeps the URI; the other's copy names it.
+    let resources = list_all(&mut proxy, 2, "resources/list", "resources");
+    let uris: Vec<&str> = resources.iter().filter_map(|r| r["uri"].as_str()).collect();
+    assert!(uris.contains(&document), "{uris:?}");
+    assert!(uris.contains(&gated.as_str()), "{uris:?}");
+    let templates = list_all(
+        &mut proxy,
+        30,
+        "resources/templates/list",
+        "resourceTemplates",
+    );
+    let templates: Vec<&str> = templates
+        .iter()
+        .filter_map(|t| t["uriTemplate"].as_str())
+        .collect();
+    let template = "demo://resource/dynamic/text/{resourceId}";
+    assert!(templates.contains(&template), "{templates:?}");
+    assert!(
+        templates.contains(&format!("acs-proxy://twin/{template}").as_str()),
+        "{templates:?}"
+    );
+
+    // Reading the gateway URI (listed, or a template's expansion) reaches
+    // the upstream it names; the contents come back under the agent's URI.
+    proxy.send(
+        &json!({"jsonrpc": "2.0", "id": 50, "method": "resources/read",
+        "params": {"uri": gated}}),
+    );
+    let read = proxy.response(&json!(50));
+    assert_eq!(read["result"]["contents"][0]["uri"], gated, "{read:#}");
+    let expanded = "acs-proxy://twin/demo://resource/dynamic/text/1";
+    proxy.send(
+        &json!({"jsonrpc": "2.0", "id": 51, "method": "resources/read",
+        "params": {"uri": expanded}}),
+    );
+    let read = proxy.response(&json!(51));
+    assert_eq!(read["result"]["contents"][0]["uri"], expanded, "{read:#}");
+    proxy.send(
+        &json!({"jsonrpc": "2.0", "id": 52, "method": "resources/read",
+        "params": {"uri": document}}),
+    );
+    let read = proxy.response(&json!(52));
+    assert_eq!(read["result"]["contents"][0]["uri"], document, "{read:#}");
+
+    // An upstream's refusal comes back as it is: an error, and no result.
+    proxy.send(
+        &json!({"jsonrpc": "2.0", "id": 55, "method": "resources/read",
+        "params": {"uri": "acs-proxy://twin/demo://no/such/resource"}}),
+    );
+    let refused = proxy.response(&json!(55));
+    assert!(
+        refused.get("error").is_some() && refused.get("result").is_none(),
+        "{refused:#}"
+    );
+
+    // A subscription to the gateway URI: the twin's updates come back under it.
+    proxy.send(
+        &json!({"jsonrpc": "2.0", "id": 53, "method": "resources/subscribe",
+        "params": {"uri": gated}}),
+    );
+    assert!(proxy.response(&json!(53))["result"].is_object());
+    proxy.send(&support::tool_call(
+        54,
+        "twin__toggle-subscriber-updates",
+        json!({}),
+    ));
+    let (updated, _) = proxy.recv_until(|m| m["method"] == "notifications/resources/updated");
+    assert_eq!(updated["params"]["uri"], gated, "{updated:#}");
+    assert!(proxy.finish().success());
+
+    // Each read was decided and audited in the session of the upstream that served it.
+    let readers: std::collections::BTreeSet<String> = scratch
+        .audit_entries()
+        .iter()
+        .filter(|e| e["mcp_method"] == "resources/read")
+        .filter_map(|e| e["upstream"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        readers.into_iter().collect::<Vec<_>>(),
+        ["everything", "twin"]
+    );
+    scratch.assert_audit_verifies();
+}
+
+#[test]
+fn limits_and_hidden_tools_see_the_name_the_agent_uses() {
+    let scratch = Scratch::new();
+    let policy = r#"
+[integrity]
+hide_denied_tools = true
+
+[[policy.rule]]
+name = "demo-env-private"
+hook = "steps/toolCallRequest"
+tool = "demo__get-env"
+decision = "deny"
+reasoning = "the demo server's environment stays private"
+
+[[policy.limit]]
+name = "one-demo-echo"
+tool = "demo__echo"
+per = "session"
+calls = 1
+interval_s = 3600
+"#;
+    let config = aggregate_config(&scratch, "", policy);
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+
+    // Hidden by the agent's name: only that upstream's get-env.
+    let tools = list_all(&mut proxy, 2, "tools/list", "tools");
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(!names.contains(&"demo__get-env"), "{names:?}");
+    assert!(names.contains(&"everything__get-env"), "{names:?}");
+    assert!(names.contains(&"demo__echo"), "{names:?}");
+
+    // Limited by the agent's name: the demo server's echo, not everything's.
+    let echo = |id: i64, tool: &str| {
+        let arguments = if tool.starts_with("demo") {
+            json!({"text": "hi"})
+        } else {
+            json!({"message": "hi"})
+        };
+        support::tool_call(id, tool, arguments)
+    };
+    proxy.send(&echo(30, "demo__echo"));
+    assert!(proxy.response(&json!(30))["result"].is_object());
+    proxy.send(&echo(31, "demo__echo"));
+    let limited = proxy.response(&json!(31));
+    assert_eq!(limited["error"]["code"], -32012, "{limited:#}");
+    assert_eq!(
+        limited["error"]["data"]["limit"], "one-demo-echo",
+        "{limited:#}"
+    );
+    for id in [32, 33] {
+        proxy.send(&echo(id, "everything__echo"));
+        let reply = proxy.response(&json!(id));
+        assert!(reply["result"].is_object(), "{reply:#}");
+    }
+    assert!(proxy.finish().success());
+}
+
+#[test]
+fn a_batch_is_routed_member_by_member_and_answered_as_one() {
+    let scratch = Scratch::new();
+    let config = aggregate_config(&scratch, "", "");
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    proxy.send(&json!([
+        support::tool_call(10, "demo__echo", json!({"text": "first in the batch"})),
+        {"jsonrpc": "2.0", "id": 11, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"},
+        support::tool_call(12, "everything__echo", json!({"message": "second in the batch"})),
+        {"jsonrpc": "2.0", "id": 13, "method": "initialize", "params": {}},
+        {"jsonrpc": "2.0", "id": 14, "method": "tools/list"},
+    ]));
+    let (replies, _) = proxy.recv_until(Value::is_array);
+    let replies = replies.as_array().unwrap();
+    let by_id = |id: i64| {
+        replies
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("no reply to {id}: {replies:#?}"))
+    };
+    assert_eq!(replies.len(), 5, "{replies:#?}");
+    assert!(by_id(10).to_string().contains("first in the batch"));
+    assert_eq!(by_id(11)["result"], json!({}));
+    assert!(by_id(12).to_string().contains("second in the batch"));
+    assert_eq!(by_id(13)["error"]["code"], -32600);
+    assert!(by_id(14).to_string().contains("files__read_text_file"));
+    // Alone again afterwards.
+    proxy.send(&json!({"jsonrpc": "2.0", "id": 15, "method": "ping"}));
+    assert_eq!(proxy.response(&json!(15))["result"], json!({}));
+    assert!(proxy.finish().success());
+}
+
+#[tokio::test]
+async fn a_call_over_http_continues_the_agents_header_trace_in_its_upstream() {
+    const AGENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const AGENT_SPAN: &str = "00f067aa0ba902b7";
+    let scratch = Scratch::new();
+    let receiver = support::otlp::OtlpReceiver::start(&scratch, false);
+    let demo = vec![support::demo_server_bin().display().to_string()];
+    let text = format!(
+        "{}{}[[aggregate]]\nname = \"all\"\nupstreams = [\"demo\", \"twin\"]\n\n\
+         [audit]\npath = {:?}\n\n{}\n\
+         [telemetry]\ntraces = \"otlp\"\nendpoint = {:?}\nprotocol = \"http/protobuf\"\n",
+        upstream("demo", &demo),
+        upstream("twin", &demo),
+        scratch.audit_log().display().to_string(),
+        listen_section("http", ""),
+        receiver.http_endpoint(),
+    );
+    let config = scratch.path("proxy.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut proxy = NetProxy::start(&config);
+    let mut agent =
+        support::mcp_http::McpHttp::new(support::mcp_http::client(None), proxy.url("/mcp"))
+            .header("traceparent", &format!("00-{AGENT_TRACE}-{AGENT_SPAN}-01"));
+    agent.initialize("2025-06-18", json!({})).await;
+    let (reply, _) = agent
+        .request(&support::tool_call(
+            9,
+            "twin__echo",
+            json!({"text": "traced"}),
+        ))
+        .await;
+    assert!(reply.to_string().contains("traced"), "{reply}");
+    proxy.terminate();
+
+    // The twin's relay session serves the call under the agent's span.
+    let spans = receiver.spans_when(|spans| {
+        spans
+            .iter()
+            .any(|s| s["name"] == "tools/call echo" && s["kind"] == 2)
+    });
+    let call = spans
+        .iter()
+        .find(|s| s["name"] == "tools/call echo" && s["kind"] == 2)
+        .unwrap();
+    assert_eq!(call["trace_id"], AGENT_TRACE, "{call:#}");
+    assert_eq!(call["parent_span_id"], AGENT_SPAN, "{call:#}");
+}
+
+#[tokio::test]
+async fn a_batch_over_http_is_answered_as_one() {
+    let scratch = Scratch::new();
+    let demo = vec![support::demo_server_bin().display().to_string()];
+    let text = format!(
+        "{}{}[[aggregate]]\nname = \"all\"\nupstreams = [\"demo\", \"twin\"]\n\n\
+         [audit]\npath = {:?}\n\n{}\n",
+        upstream("demo", &demo),
+        upstream("twin", &demo),
+        scratch.audit_log().display().to_string(),
+        listen_section("http", ""),
+    );
+    let config = scratch.path("proxy.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut proxy = NetProxy::start(&config);
+    let mut agent =
+        support::mcp_http::McpHttp::new(support::mcp_http::client(None), proxy.url("/mcp"));
+    agent.initialize("2025-03-26", json!({})).await;
+    let batch = json!([
+        support::tool_call(40, "demo__echo", json!({"text": "a"})),
+        support::tool_call(41, "twin__echo", json!({"text": "b"})),
+    ]);
+    let response = agent
+        .post_text(&batch.to_string(), "application/json")
+        .await;
+    assert!(response.status().is_success(), "{}", response.status());
+    let replies = support::mcp_http::json_body(response).await;
+    let replies = replies.as_array().expect("an array");
+    let texts: Vec<String> = [40, 41]
+        .iter()
+        .map(|id| {
+            let reply = replies.iter().find(|r| r["id"] == *id).expect("a reply");
+            reply["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(texts, ["a", "b"]);
+    proxy.terminate();
+}
+
+/// Two demo servers behind an aggregate over stdio, with `extra` after.
+fn twin_demo_config(scratch: &Scratch, extra: &str) -> PathBuf {
+    let demo = vec![support::demo_server_bin().display().to_string()];
+    let text = format!(
+        "{}{}[[aggregate]]\nname = \"all\"\nupstreams = [\"demo\", \"twin\"]\n\n\
+         [audit]\npath = {:?}\n\n{extra}\n",
+        upstream("demo", &demo),
+        upstream("twin", &demo),
+        scratch.audit_log().display().to_string(),
+    );
+    let config = scratch.path("proxy.toml");
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+#[test]
+fn the_guardian_refusing_the_virtual_servers_session_or_inventory_refuses_the_agent() {
+    // The session itself: initialize is refused, no upstream is started.
+    let scratch = Scratch::new();
+    let config = twin_demo_config(
+        &scratch,
+        "[[policy.rule]]\nname = \"no-virtual\"\nhook = \"steps/sessionStart\"\n\
+         decision = \"deny\"\nreasoning = \"no virtual servers here\"\n",
+    );
+    let mut proxy = Proxy::start(&config);
+    let refused = proxy.initialize(json!({}));
+    assert_eq!(refused["error"]["code"], -32010, "{refused:#}");
+    assert!(
+        refused.to_string().contains("no virtual servers here"),
+        "{refused:#}"
+    );
+    proxy.wait();
+    assert!(
+        !scratch
+            .audit_entries()
+            .iter()
+            .any(|e| e["upstream"].is_string()),
+        "an upstream was started"
+    );
+
+    // The inventory: every request is refused, none reaches an upstream.
+    let scratch = Scratch::new();
+    let config = twin_demo_config(
+        &scratch,
+        "[[policy.rule]]\nname = \"banned\"\nhook = \"agbom/snapshot\"\n\
+         decision = \"deny\"\nreasoning = \"a banned component\"\n",
+    );
+    let mut proxy = Proxy::start(&config);
+    assert!(proxy.initialize(json!({}))["result"].is_object());
+    proxy.send(&support::tool_call(2, "twin__echo", json!({"text": "x"})));
+    let refused = proxy.response(&json!(2));
+    assert_eq!(refused["error"]["code"], -32010, "{refused:#}");
+    assert!(
+        refused.to_string().contains("a banned component"),
+        "{refused:#}"
+    );
+    proxy.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
+    assert_eq!(proxy.response(&json!(3))["error"]["code"], -32010);
+    assert!(proxy.finish().success());
+    assert!(
+        !scratch
+            .audit_entries()
+            .iter()
+            .any(|e| e["mcp_method"] == "tools/call"),
+        "the call reached an upstream"
+    );
 }

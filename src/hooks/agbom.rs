@@ -88,6 +88,10 @@ pub struct Inventory {
     protocol_version: Option<String>,
     capabilities_digest: Option<String>,
     lists: BTreeMap<ListKind, BTreeMap<String, Item>>,
+    /// The route that reaches the server, when it is one upstream of a
+    /// virtual server: component ids name it, so two upstreams running
+    /// the same server stay two components.
+    route: Option<String>,
 }
 
 impl Inventory {
@@ -99,6 +103,12 @@ impl Inventory {
         self.server_version = text(info.and_then(|i| i.get("version")));
         self.protocol_version = text(initialize_result.get("protocolVersion"));
         self.capabilities_digest = initialize_result.get("capabilities").map(jcs::value_digest);
+    }
+
+    /// Names the server's components by `route` (an upstream of a virtual
+    /// server) rather than by the name the server gives itself.
+    pub fn set_route(&mut self, route: &str) {
+        self.route = Some(route.to_owned());
     }
 
     /// Replaces one list with the items of a (complete) list result.
@@ -153,17 +163,18 @@ impl Inventory {
     /// All components, keyed by their stable id.
     fn components(&self, endpoint: &str) -> BTreeMap<String, Value> {
         let server = self.server_name();
+        let id_name = self.route.as_deref().unwrap_or(server);
         let mut components = BTreeMap::new();
         let tools = self.lists.get(&ListKind::Tools);
         let tool_ids: Vec<String> = tools
             .map(|t| {
                 t.keys()
-                    .map(|name| format!("tool:{server}/{name}"))
+                    .map(|name| format!("tool:{id_name}/{name}"))
                     .collect()
             })
             .unwrap_or_default();
         let mut server_component = json!({
-            "id": format!("mcp_server:{server}"),
+            "id": format!("mcp_server:{id_name}"),
             "type": "mcp_server",
             "name": server,
             "version": self.server_version.as_deref().unwrap_or("unknown"),
@@ -176,8 +187,12 @@ impl Inventory {
         if let Some(digest) = &self.capabilities_digest {
             server_component["capabilities_digest"] = Value::from(digest.as_str());
         }
-        components.insert(format!("mcp_server:{server}"), server_component);
+        if let Some(route) = &self.route {
+            server_component["route"] = Value::from(route.as_str());
+        }
+        components.insert(format!("mcp_server:{id_name}"), server_component);
         let server_fields = Server {
+            id_name,
             name: server,
             version: self.server_version.as_deref().unwrap_or("unknown"),
         };
@@ -192,14 +207,23 @@ impl Inventory {
 
     /// The canonical AgBOM document sent as the `agbom/snapshot` payload.
     pub fn snapshot_payload(&self, agent_id: &str, endpoint: &str, generated_at: &str) -> Value {
-        let components: Vec<Value> = self.components(endpoint).into_values().collect();
-        let agbom_hash = jcs::value_digest(&Value::Array(components.clone()));
-        json!({
-            "agent": { "agent_id": agent_id },
-            "generated_at": generated_at,
-            "agbom_hash": agbom_hash,
-            "components": components,
-        })
+        document(self.components(endpoint), agent_id, generated_at)
+    }
+
+    /// One canonical AgBOM document for several servers reached through
+    /// one agent session (a virtual server's upstreams, each with its
+    /// endpoint): every server its own `mcp_server` component with its
+    /// tools, as a plain route's snapshot lists its one server.
+    pub fn combined_snapshot_payload(
+        servers: &[(&Inventory, &str)],
+        agent_id: &str,
+        generated_at: &str,
+    ) -> Value {
+        let mut components = BTreeMap::new();
+        for (inventory, endpoint) in servers {
+            components.extend(inventory.components(endpoint));
+        }
+        document(components, agent_id, generated_at)
     }
 
     /// The `agbom/changed` payload (a diff) from `self` to `newer`, or
@@ -236,6 +260,18 @@ impl Inventory {
     }
 }
 
+/// The canonical AgBOM document of `components` (in id order).
+fn document(components: BTreeMap<String, Value>, agent_id: &str, generated_at: &str) -> Value {
+    let components: Vec<Value> = components.into_values().collect();
+    let agbom_hash = jcs::value_digest(&Value::Array(components.clone()));
+    json!({
+        "agent": { "agent_id": agent_id },
+        "generated_at": generated_at,
+        "agbom_hash": agbom_hash,
+        "components": components,
+    })
+}
+
 /// A changed component, carrying the digest it had before beside the
 /// one it has now, so a Guardian or a policy can judge the change itself.
 fn with_previous_digest(component: &Value, old: &Value) -> Value {
@@ -251,21 +287,22 @@ fn with_previous_digest(component: &Value, old: &Value) -> Value {
 /// required by the `agent_capability` type and falls back to its name.
 fn item_component(kind: ListKind, server: &Server<'_>, key: &str, item: &Item) -> (String, Value) {
     let name = server.name;
+    let id_name = server.id_name;
     let description = item
         .description
         .clone()
         .unwrap_or_else(|| format!("MCP prompt {key}"));
     let (id, mut component) = match kind {
         ListKind::Tools => (
-            format!("tool:{name}/{key}"),
+            format!("tool:{id_name}/{key}"),
             json!({ "type": "tool", "version": server.version, "tool_fields": { "capability": "mcp.tool" } }),
         ),
         ListKind::Prompts => (
-            format!("prompt:{name}/{key}"),
+            format!("prompt:{id_name}/{key}"),
             json!({ "type": "agent_capability", "agent_capability_fields": { "description": description } }),
         ),
         ListKind::Resources => (
-            format!("resource:{name}/{key}"),
+            format!("resource:{id_name}/{key}"),
             json!({ "type": "knowledge_source", "knowledge_source_fields": { "source_type": "other" } }),
         ),
     };
@@ -286,6 +323,8 @@ fn item_component(kind: ListKind, server: &Server<'_>, key: &str, item: &Item) -
 
 /// The server fields every item component repeats.
 struct Server<'a> {
+    /// What component ids name: the route, else the server's own name.
+    id_name: &'a str,
     name: &'a str,
     version: &'a str,
 }
@@ -340,5 +379,39 @@ mod tests {
         assert_eq!(echo["definition_digest"], digest(&after));
         assert_eq!(echo["previous_definition_digest"], digest(&before));
         assert!(before.diff(&before.clone(), "stdio:demo", "x").is_none());
+    }
+
+    #[test]
+    fn a_combined_snapshot_keeps_each_route_its_own_component() {
+        let mut first = inventory(json!([{"name":"echo"}]));
+        first.set_route("left");
+        let mut second = inventory(json!([{"name":"echo"},{"name":"add"}]));
+        second.set_route("right");
+        let doc = Inventory::combined_snapshot_payload(
+            &[(&first, "stdio:a"), (&second, "stdio:b")],
+            "agent",
+            "2026-01-01T00:00:00.000Z",
+        );
+        let ids: Vec<&str> = doc["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["id"].as_str())
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                "mcp_server:left",
+                "mcp_server:right",
+                "tool:left/echo",
+                "tool:right/add",
+                "tool:right/echo"
+            ]
+        );
+        let right = &doc["components"][1];
+        assert_eq!(right["name"], "demo");
+        assert_eq!(right["route"], "right");
+        assert_eq!(right["endpoint"], "stdio:b");
+        assert_eq!(right["mcp_server_fields"]["tools"][1], "tool:right/echo");
     }
 }

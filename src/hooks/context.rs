@@ -10,6 +10,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use serde_json::{Map, Value};
+use tokio::sync::watch;
+
+use super::agbom::Inventory;
 
 /// What the gateway knows about one hook beyond its envelope.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -63,12 +66,15 @@ impl GatewayContext {
 
 /// One upstream's place in a virtual server, shared by the router (which
 /// gives out the names) and the upstream's relay session (whose hooks name
-/// both): the aggregate, and the name the agent knows each tool by.
-#[derive(Debug, Default)]
+/// both): the aggregate, the name the agent knows each tool by, and the
+/// upstream's inventory, which goes to the Guardian in the virtual
+/// server's one `agbom/snapshot` rather than in a snapshot of its own.
+#[derive(Debug)]
 pub struct VirtualRoute {
     /// The `[[aggregate]]` name.
     pub aggregate: String,
     called_as: RwLock<HashMap<String, String>>,
+    inventory: watch::Sender<Option<Arc<Inventory>>>,
 }
 
 impl VirtualRoute {
@@ -77,6 +83,28 @@ impl VirtualRoute {
         Self {
             aggregate: aggregate.into(),
             called_as: RwLock::default(),
+            inventory: watch::Sender::new(None),
+        }
+    }
+
+    /// Hands over the upstream's inventory, read where a plain route would
+    /// send its `agbom/snapshot`.
+    pub fn report_inventory(&self, inventory: Inventory) {
+        self.inventory.send_replace(Some(Arc::new(inventory)));
+    }
+
+    /// The upstream's inventory, once its relay session has read it.
+    pub async fn reported_inventory(&self) -> Arc<Inventory> {
+        let mut reported = self.inventory.subscribe();
+        loop {
+            if let Some(inventory) = reported.borrow_and_update().clone() {
+                return inventory;
+            }
+            // The sender lives as long as `self`: `changed` fails only
+            // if it were dropped, and then nothing will ever come.
+            if reported.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
         }
     }
 
@@ -143,5 +171,17 @@ mod tests {
         assert_eq!(value["aggregate"], "all");
         assert_eq!(value["called_as"], "everything__echo");
         assert_eq!(route.called_as("other"), None);
+    }
+
+    #[tokio::test]
+    async fn an_inventory_reported_is_there_for_whoever_waits() {
+        let route = Arc::new(VirtualRoute::new("all"));
+        let waiting = tokio::spawn({
+            let route = route.clone();
+            async move { route.reported_inventory().await }
+        });
+        route.report_inventory(Inventory::default());
+        assert_eq!(*waiting.await.unwrap(), Inventory::default());
+        assert_eq!(*route.reported_inventory().await, Inventory::default());
     }
 }

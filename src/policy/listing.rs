@@ -21,18 +21,40 @@ impl Policy {
     /// "not outright". Rules in monitor mode are passed over (they enforce
     /// nothing), and a policy in monitor mode denies nothing outright.
     pub fn denies_outright(&self, method: &str, tool: &str, user: Option<&Identity>) -> bool {
+        self.denies_outright_as(method, tool, None, user)
+    }
+
+    /// As [`Self::denies_outright`], for a tool of a virtual server that the
+    /// agent knows as `called_as`: rules naming the server's own name are
+    /// consulted first, then those naming the agent's, as for a call.
+    pub fn denies_outright_as(
+        &self,
+        method: &str,
+        tool: &str,
+        called_as: Option<&str>,
+        user: Option<&Identity>,
+    ) -> bool {
         if self.mode() == Mode::Monitor {
             return false;
         }
-        let payload = Value::Null;
-        let hook = HookView::new(method, Some(tool), &payload).with_user(user);
-        for rule in self.candidate_rules(&hook) {
-            if rule.mode() == Mode::Monitor || !rule.selects(&hook) {
-                continue;
+        for name in std::iter::once(tool).chain(called_as) {
+            if let Some(outright) = self.first_rule_denies(method, name, user) {
+                return outright;
             }
-            return rule.is_unconditional() && rule.disposition() == Disposition::Deny;
         }
         self.default_disposition() == Disposition::Deny
+    }
+
+    /// Whether the first enforcing rule that could apply to `tool` denies
+    /// it outright; `None` when no rule could apply.
+    fn first_rule_denies(&self, method: &str, tool: &str, user: Option<&Identity>) -> Option<bool> {
+        let payload = Value::Null;
+        let hook = HookView::new(method, Some(tool), &payload).with_user(user);
+        let rule = self
+            .candidate_rules(&hook)
+            .into_iter()
+            .find(|rule| rule.mode() != Mode::Monitor && rule.selects(&hook))?;
+        Some(rule.is_unconditional() && rule.disposition() == Disposition::Deny)
     }
 }
 
@@ -76,6 +98,20 @@ mod tests {
              [[policy.rule]]\nname = \"no-read\"\ntool = \"read\"\ndecision = \"deny\"\nreasoning = \"x\"\n",
         );
         assert!(!policy.denies_outright(STEP, "read", None));
+    }
+
+    #[test]
+    fn the_agents_name_is_read_after_the_servers_own() {
+        let policy = policy(
+            "[policy]\n[[policy.rule]]\nname = \"demo-env\"\ntool = \"demo__get-env\"\ndecision = \"deny\"\nreasoning = \"x\"\n\
+             [[policy.rule]]\nname = \"echo-ok\"\ntool = \"echo\"\ndecision = \"allow\"\n\
+             [[policy.rule]]\nname = \"no-echo\"\ntool = \"*__echo\"\ndecision = \"deny\"\nreasoning = \"x\"\n",
+        );
+        assert!(policy.denies_outright_as(STEP, "get-env", Some("demo__get-env"), None));
+        assert!(!policy.denies_outright_as(STEP, "get-env", Some("files__get-env"), None));
+        assert!(!policy.denies_outright_as(STEP, "get-env", None, None));
+        // A rule on the server's own name decides first.
+        assert!(!policy.denies_outright_as(STEP, "echo", Some("demo__echo"), None));
     }
 
     #[test]

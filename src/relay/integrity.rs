@@ -13,12 +13,13 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 
 use super::decide::{self, MessageContext};
-use crate::config::{GuardianMode, IntegrityMode, ToolsCallHooks};
+use crate::config::{Config, GuardianMode, IntegrityMode, ToolsCallHooks};
 use crate::enforce::integrity::hide::hide_items;
 use crate::enforce::integrity::{pins, Event, EventKind, Integrity, Section};
 use crate::enforce::reply::{self, Denial};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::{Decision, Disposition};
+use crate::hooks::Identity;
 use crate::jsonrpc::{codes, error_response, RequestId};
 use crate::metrics::METRICS;
 use crate::session::Session;
@@ -74,22 +75,39 @@ pub async fn screen_list(
 /// every hook a `tools/call` goes through. Only the rules engine can be
 /// read this way: a Rego policy or a remote Guardian decides per call.
 fn denied_by_policy(session: &Session, items: &[Value]) -> HashSet<String> {
-    let config = &session.config;
-    if config.guardian.mode != GuardianMode::Embedded || config.rego.is_some() {
-        return HashSet::new();
-    }
-    let methods = tools_call_methods(config.hooks.tools_call);
     let user = session.identity.as_deref();
     items
         .iter()
         .filter_map(|item| item.get("name").and_then(Value::as_str))
         .filter(|tool| {
-            methods
-                .iter()
-                .any(|method| config.policy.denies_outright(method, tool, user))
+            let called_as = session.tool_called_as(Some(tool));
+            denies_tool_outright(&session.config, user, tool, called_as.as_deref())
         })
         .map(str::to_owned)
         .collect()
+}
+
+/// Whether the embedded rules deny `user` every call of `tool` (known to
+/// the agent of a virtual server as `called_as`) at every hook a
+/// `tools/call` goes through: what `hide_denied_tools` hides. Only the
+/// rules engine can be read this way: a Rego policy or a remote Guardian
+/// decides per call.
+pub fn denies_tool_outright(
+    config: &Config,
+    user: Option<&Identity>,
+    tool: &str,
+    called_as: Option<&str>,
+) -> bool {
+    if config.guardian.mode != GuardianMode::Embedded || config.rego.is_some() {
+        return false;
+    }
+    tools_call_methods(config.hooks.tools_call)
+        .iter()
+        .any(|method| {
+            config
+                .policy
+                .denies_outright_as(method, tool, called_as, user)
+        })
 }
 
 /// The hooks a `tools/call` is decided at.

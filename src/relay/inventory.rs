@@ -70,6 +70,9 @@ pub async fn observe_response(
         {
             let mut learned = session.learned();
             learned.inventory.set_server(result);
+            if session.virtual_route.is_some() {
+                learned.inventory.set_route(&session.upstream);
+            }
             learned.initialize_result = Some(result.clone());
         }
         if !session.config.hooks.inventory {
@@ -186,21 +189,21 @@ async fn fetch_list(session: &Session, kind: ListKind, limit: Duration) -> Optio
 
 async fn emit_snapshot(session: &Session, inventory: Option<Inventory>) -> Option<Blocked> {
     let inventory = inventory.unwrap_or_else(|| session.learned().inventory.clone());
+    if let Some(route) = &session.virtual_route {
+        // One upstream of a virtual server: its inventory goes into the
+        // virtual server's one snapshot; its later changes are its own.
+        let mut learned = session.learned();
+        learned.snapshot_sent = true;
+        learned.inventory = inventory.clone();
+        route.report_inventory(inventory);
+        return None;
+    }
     let payload = inventory.snapshot_payload(
         &session.metadata().agent_id,
         &session.endpoint,
         &now_rfc3339(),
     );
-    let hook = traced::session_step(
-        session,
-        HookRequest::new(hooks::AGBOM_SNAPSHOT, payload, None),
-    );
-    let context = MessageContext {
-        direction: Direction::ServerToClient,
-        mcp_method: "initialize".into(),
-        mcp_id: None,
-    };
-    let blocked = decide_inventory(session, &hook, &context).await;
+    let blocked = send_snapshot(session, payload).await;
     if blocked.as_ref().is_some_and(|b| audit_failed(&b.decision)) {
         // Not reported yet; the next complete list response tries again.
         return blocked;
@@ -215,6 +218,21 @@ async fn emit_snapshot(session: &Session, inventory: Option<Inventory>) -> Optio
         ));
     }
     blocked
+}
+
+/// Sends an `agbom/snapshot` of `payload` (a canonical AgBOM document),
+/// records it, and says whether the Guardian refused it.
+pub async fn send_snapshot(session: &Session, payload: Value) -> Option<Blocked> {
+    let hook = traced::session_step(
+        session,
+        HookRequest::new(hooks::AGBOM_SNAPSHOT, payload, None),
+    );
+    let context = MessageContext {
+        direction: Direction::ServerToClient,
+        mcp_method: "initialize".into(),
+        mcp_id: None,
+    };
+    decide_inventory(session, &hook, &context).await
 }
 
 /// The server went away for good: every component it offered is reported

@@ -40,6 +40,7 @@ pub fn usage(session: &Session, hook: &HookRequest) -> Option<Value> {
         let call = LimitedCall {
             hooks,
             tool: hook.tool.as_deref(),
+            called_as: hook.called_as.as_deref(),
             user: metadata.user.as_deref(),
             agent: &metadata.agent_id,
             session: &session_id,

@@ -57,9 +57,11 @@ pub async fn admit(
     };
     let metadata = session.metadata();
     let session_id = session.session_id.to_string();
+    let called_as = session.tool_called_as(tool);
     let call = LimitedCall {
         hooks,
         tool,
+        called_as: called_as.as_deref(),
         user: metadata.user.as_deref(),
         agent: &metadata.agent_id,
         session: &session_id,

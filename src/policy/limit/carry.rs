@@ -31,6 +31,7 @@ mod tests {
     const CALL: LimitedCall<'static> = LimitedCall {
         hooks: &["protocols/MCP/tools/call"],
         tool: Some("echo"),
+        called_as: None,
         user: None,
         agent: "a",
         session: "s",

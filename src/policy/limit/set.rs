@@ -59,6 +59,9 @@ pub struct LimitedCall<'a> {
     pub hooks: &'a [&'a str],
     /// The tool of a `tools/call`.
     pub tool: Option<&'a str>,
+    /// The name the agent of a virtual server called the tool by
+    /// (`everything__echo`); a `tool` glob may fit either name.
+    pub called_as: Option<&'a str>,
     /// Who is calling, when known.
     pub user: Option<&'a Identity>,
     /// The agent (`metadata.agent_id`).
@@ -227,11 +230,14 @@ impl Limit {
     }
 
     /// Whether the call is one this limit counts: a hook fits and, with a
-    /// `tool` glob, it calls a fitting tool.
+    /// `tool` glob, it calls a fitting tool (by its own name or the one
+    /// the agent used).
     fn covers(&self, call: &LimitedCall<'_>) -> bool {
         let tool_fits = match (&self.tool, call.tool) {
             (None, _) => true,
-            (Some(pattern), Some(tool)) => pattern.matches(tool),
+            (Some(pattern), Some(tool)) => {
+                pattern.matches(tool) || call.called_as.is_some_and(|name| pattern.matches(name))
+            }
             (Some(_), None) => false,
         };
         tool_fits && call.hooks.iter().any(|hook| self.hook.matches(hook))

@@ -71,6 +71,7 @@ mod tests {
         let call = LimitedCall {
             hooks: &["protocols/MCP/tools/call", "steps/toolCallRequest"],
             tool: Some("echo"),
+            called_as: None,
             user: None,
             agent: "a",
             session: "s",

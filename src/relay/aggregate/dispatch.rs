@@ -35,8 +35,7 @@ pub(super) async fn client_request(router: &Arc<Router>, message: Value) {
         "prompts/get" => route_named(router, Kind::Prompt, message).await,
         "completion/complete" => route_completion(router, message).await,
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-            let uri = message["params"]["uri"].as_str().unwrap_or_default();
-            router.route_resource(uri.to_owned(), message).await;
+            router.route_resource("/params/uri", message).await;
         }
         "logging/setLevel" => router.set_level(id, message).await,
         _ => {
@@ -91,12 +90,13 @@ async fn route_named(router: &Arc<Router>, kind: Kind, mut message: Value) {
 
 /// `completion/complete` names a prompt (renamed) or a resource (by URI).
 async fn route_completion(router: &Arc<Router>, mut message: Value) {
-    let reference = &message["params"]["ref"];
-    if reference["type"] == "ref/resource" {
-        let uri = reference["uri"].as_str().unwrap_or_default().to_owned();
-        return router.route_resource(uri, message).await;
+    if message["params"]["ref"]["type"] == "ref/resource" {
+        return router.route_resource("/params/ref/uri", message).await;
     }
-    let name = reference["name"].as_str().unwrap_or_default().to_owned();
+    let name = message["params"]["ref"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let found = lock(&router.book).resolve(Kind::Prompt, &name);
     match found {
         Some(target) => {

@@ -174,6 +174,11 @@ impl Leg {
         self.gone.is_cancelled()
     }
 
+    /// Resolves once the leg's session has ended.
+    pub(super) async fn gone(&self) {
+        self.gone.cancelled().await;
+    }
+
     /// Ends the leg in order: its agent side closes, so its relay shuts the
     /// upstream down and seals its audit chain; returns once it has.
     pub(super) async fn close(&self) {

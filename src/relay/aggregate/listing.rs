@@ -24,6 +24,9 @@ fn items_key(method: &str) -> &'static str {
 
 /// Answers the agent's list request `id` with one merged page.
 pub(super) async fn answer(router: Arc<Router>, id: Value, method: String, message: Value) {
+    if router.refused(&id).await {
+        return;
+    }
     let positions = match message["params"]["cursor"].as_str() {
         None => Positions::start(router.live_legs().map(|leg| leg.index)),
         Some(cursor) => match Positions::decode(cursor) {
@@ -103,6 +106,10 @@ async fn page(router: &Router, method: &str, positions: Positions) -> (Vec<Value
                     let Some(exposed) = book.expose(kind, leg, original) else {
                         continue;
                     };
+                    let denied = router.denied_tools.as_ref();
+                    if kind == Kind::Tool && denied.is_some_and(|d| d.hides(original, &exposed)) {
+                        continue;
+                    }
                     if kind == Kind::Tool {
                         if let Some(target) = router.legs.get(leg).and_then(Option::as_ref) {
                             target.route.note(original, &exposed);
@@ -112,12 +119,12 @@ async fn page(router: &Router, method: &str, positions: Positions) -> (Vec<Value
                 }
                 None if key == "resources" => {
                     if let Some(uri) = item["uri"].as_str() {
-                        book.note_resource(leg, uri);
+                        item["uri"] = Value::from(book.uris.expose_resource(leg, uri));
                     }
                 }
                 None => {
                     if let Some(template) = item["uriTemplate"].as_str() {
-                        book.note_template(leg, template);
+                        item["uriTemplate"] = Value::from(book.uris.expose_template(leg, template));
                     }
                 }
             }

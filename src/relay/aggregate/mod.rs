@@ -13,30 +13,39 @@
 //! ```
 //!
 //! - [`leg`]: one upstream's relay session behind in-memory channels.
+//! - [`batch`]: JSON-RPC batches, routed member by member, answered as one.
 //! - [`dispatch`]: the agent's requests, routed by name or URI.
 //! - [`router`]: the routing state; forwarding, notifications, answers.
 //! - [`listing`]: merged, paginated lists.
+//! - [`denied`]: tools the rules deny outright, hidden by either name.
 //! - [`names`]: prefixes, `tools` filters and the name book.
+//! - [`uris`]: resource URIs, and gateway URIs where two upstreams share one.
 //! - [`merge`]: the merged `initialize` result and list cursors.
 //! - [`upstream_events`]: upstream requests, notifications and ends.
+//! - [`own_session`]: the virtual server's own ACS session and its one
+//!   `agbom/snapshot` of every upstream.
 //! - [`probe`]: the start-up check of `prefix = "never"`.
 
+mod batch;
 mod context;
+mod denied;
 mod dispatch;
 mod leg;
 mod listing;
 mod merge;
 mod names;
+mod own_session;
 pub mod probe;
 mod router;
 mod upstream_events;
+mod uris;
 
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::join_all;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -44,10 +53,13 @@ use tokio_util::sync::CancellationToken;
 pub use context::AggregateContext;
 use leg::{AgentSide, Leg, LegEvent};
 use merge::Initialized;
+use own_session::Inventoried;
 use router::Router;
 
+use crate::hooks::lifecycle::SessionEndReason;
 use crate::jsonrpc::codes;
 use crate::relay::SessionExit;
+use crate::telemetry::Carrier;
 use crate::transport::downstream::Downstream;
 use crate::transport::upstream::UpstreamExit;
 use crate::transport::writer::FrameWriter;
@@ -74,11 +86,15 @@ pub async fn run(
     // Unbounded on purpose: the router may wait on a leg's input while that
     // leg's relay waits to hand the router an event; a bounded queue here
     // could close that circle. The legs' own limits bound their requests.
+    let id = initialize["id"].clone();
+    let own = match own_session::start(&context, &agent, &initialize).await {
+        Ok(own) => own,
+        Err(reason) => return refuse_session(&client, &id, &reason).await,
+    };
     let (events, mut leg_events) = mpsc::unbounded_channel();
     let closing = Mutex::new(Vec::new());
     let opened = open_legs(&context, &agent, &initialize, &events, &stop, &closing).await;
     drop(events);
-    let id = initialize["id"].clone();
     let started: Vec<Initialized<'_>> = opened
         .iter()
         .filter_map(|(leg, result)| {
@@ -91,6 +107,7 @@ pub async fn run(
     if started.is_empty() {
         let exit = refuse_start(&client, &id, &context.aggregate.name).await;
         finish_closing(closing).await;
+        own_session::end(&own, SessionEndReason::Error).await;
         return exit;
     }
     let result = merge::initialize_result(&context.aggregate.name, &started);
@@ -99,18 +116,60 @@ pub async fn run(
         .map(|(_, result)| result["capabilities"].clone())
         .collect();
     let legs: Vec<Option<Arc<Leg>>> = opened.into_iter().map(|(leg, _)| leg).collect();
+    let (verdict, inventory) = watch::channel(Inventoried::Pending);
+    let reporting = tokio::spawn(own_session::report_inventory(
+        own.clone(),
+        endpoints(&context, &legs),
+        verdict,
+    ));
+    let denied_tools = denied::DeniedTools::new(&context.config, agent.identity.clone());
     let router = Arc::new(Router::new(
         context.aggregate,
         legs,
         capabilities,
         client.clone(),
+        inventory,
+        denied_tools,
     ));
     router.reply(&id, result).await;
     let exit = serve(&router, &mut downstream, &mut leg_events, &stop).await;
     join_all(router.legs.iter().flatten().map(|leg| leg.close())).await;
+    // A snapshot still waiting for an upstream is not sent any more.
+    reporting.abort();
     client.close();
     finish_closing(closing).await;
+    let reason = match exit {
+        SessionExit::ClientClosed => SessionEndReason::Completed,
+        SessionExit::Stopped => SessionEndReason::Cancelled,
+        SessionExit::ServerExited(_) => SessionEndReason::Error,
+    };
+    own_session::end(&own, reason).await;
     exit
+}
+
+/// Each started leg with its upstream's endpoint, for the snapshot.
+fn endpoints(context: &AggregateContext, legs: &[Option<Arc<Leg>>]) -> Vec<(Arc<Leg>, String)> {
+    legs.iter()
+        .flatten()
+        .map(|leg| {
+            let endpoint = context
+                .config
+                .upstreams
+                .iter()
+                .find(|u| u.name == leg.name)
+                .map_or_else(|| format!("upstream:{}", leg.name), |u| u.endpoint_uri());
+            (leg.clone(), endpoint)
+        })
+        .collect()
+}
+
+/// The Guardian refused the virtual server's session: the agent's
+/// `initialize` is refused and no upstream is started.
+async fn refuse_session(client: &FrameWriter, id: &Value, reason: &str) -> SessionExit {
+    let text = format!("acs-proxy: the session was refused: {reason}");
+    router::send(client, &router::error(id, codes::POLICY_DENIED, &text)).await;
+    client.close();
+    SessionExit::ServerExited(UpstreamExit::Closed(reason.to_owned()))
 }
 
 /// No upstream started: the agent's `initialize` is answered -32011 and
@@ -286,10 +345,9 @@ async fn serve(
     loop {
         tokio::select! {
             frame = downstream.frames.next() => match frame {
-                // A virtual server does not continue the agent's trace: its
-                // legs start their own.
-                Some(Ok(LineFrame::Line(bytes) | LineFrame::Traced { line: bytes, .. })) => {
-                    from_client(router, &bytes).await
+                Some(Ok(LineFrame::Line(bytes))) => from_client(router, &bytes, None).await,
+                Some(Ok(LineFrame::Traced { line, carrier })) => {
+                    from_client(router, &line, Some(&carrier)).await
                 }
                 Some(Ok(LineFrame::TooLong)) => {
                     router.reply_error(&Value::Null, codes::INVALID_REQUEST, "the message is too large").await;
@@ -308,12 +366,19 @@ async fn serve(
     }
 }
 
-/// One frame from the agent.
-async fn from_client(router: &Arc<Router>, bytes: &[u8]) {
+/// One frame from the agent, with the trace context its transport
+/// carried (a `traceparent` header), if any.
+async fn from_client(router: &Arc<Router>, bytes: &[u8], carrier: Option<&Carrier>) {
     let message = match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(message)) => Value::Object(message),
+        Ok(Value::Array(mut members)) if !members.is_empty() => {
+            for member in &mut members {
+                continue_trace(member, carrier);
+            }
+            return from_client_batch(router, members).await;
+        }
         Ok(Value::Array(_)) => {
-            let text = "a virtual server takes no JSON-RPC batches";
+            let text = "an empty JSON-RPC batch";
             return router
                 .reply_error(&Value::Null, codes::INVALID_REQUEST, text)
                 .await;
@@ -334,9 +399,40 @@ async fn from_client(router: &Arc<Router>, bytes: &[u8]) {
                 .await;
         }
     };
+    let mut message = message;
+    continue_trace(&mut message, carrier);
+    from_client_message(router, message).await;
+}
+
+/// A request that came with a trace context in its transport carries it
+/// on to its upstream's relay session in `params._meta`, where that
+/// session reads it (and replaces it with its own before the server sees
+/// it), so the request's spans continue the agent's trace.
+fn continue_trace(message: &mut Value, carrier: Option<&Carrier>) {
+    if let Some(carrier) = carrier {
+        if message.get("method").is_some() && message.get("id").is_some() {
+            carrier.write_meta(message);
+        }
+    }
+}
+
+/// One message from the agent, alone or a member of a batch.
+async fn from_client_message(router: &Arc<Router>, message: Value) {
     match (message.get("method").is_some(), message.get("id").is_some()) {
         (true, true) => dispatch::client_request(router, message).await,
         (true, false) => router.client_notification(message).await,
         (false, _) => router.client_response(message).await,
+    }
+}
+
+/// A batch from the agent: its members are routed in order and the
+/// replies to its requests go back as one array.
+async fn from_client_batch(router: &Arc<Router>, members: Vec<Value>) {
+    let members = batch::sort(members);
+    if let Some(replies) = router.batches.open(&members.ids, members.early) {
+        router.to_client(&replies).await;
+    }
+    for member in members.routed {
+        from_client_message(router, member).await;
     }
 }

@@ -1,11 +1,13 @@
 //! The names the agent sees: each upstream's tools and prompts under
 //! prefixed names (per the aggregate's `prefix` mode), resources under
-//! their own URIs, and the book that maps each back to its upstream.
+//! their own URIs (see [`super::uris`]), and the book that maps each back
+//! to its upstream.
 
 use std::collections::{BTreeSet, HashMap};
 
 use globset::{Glob, GlobMatcher};
 
+use super::uris::UriBook;
 use crate::config::{AggregateConfig, PrefixMode};
 
 /// The two kinds of named items a virtual server renames.
@@ -78,10 +80,8 @@ pub(super) struct NameBook {
     exposed: HashMap<(Kind, String), Target>,
     /// Original name → the legs that offer it, per kind (for `on_conflict`).
     offered: HashMap<(Kind, String), BTreeSet<usize>>,
-    /// Resource URI → the leg that listed it (the first one, when several).
-    resources: HashMap<String, usize>,
-    /// Resource template, up to its first `{`, → the leg that listed it.
-    templates: Vec<(String, usize)>,
+    /// Resource URIs and templates.
+    pub(super) uris: UriBook,
 }
 
 impl NameBook {
@@ -94,8 +94,7 @@ impl NameBook {
             filter: ToolFilter::compile(&aggregate.tools),
             exposed: HashMap::new(),
             offered: HashMap::new(),
-            resources: HashMap::new(),
-            templates: Vec::new(),
+            uris: UriBook::new(&aggregate.upstreams),
         }
     }
 
@@ -164,41 +163,13 @@ impl NameBook {
         })
     }
 
-    /// Notes that `leg` listed the resource `uri` (the first leg to list
-    /// a URI keeps it).
-    pub(super) fn note_resource(&mut self, leg: usize, uri: &str) {
-        self.resources.entry(uri.to_owned()).or_insert(leg);
-    }
-
-    /// Notes that `leg` listed the resource template `template`.
-    pub(super) fn note_template(&mut self, leg: usize, template: &str) {
-        let fixed = template.split('{').next().unwrap_or(template).to_owned();
-        if !self.templates.iter().any(|(t, l)| *t == fixed && *l == leg) {
-            self.templates.push((fixed, leg));
-        }
-    }
-
-    /// The leg serving `uri`: the one that listed it, else the one whose
-    /// template's fixed part is its longest prefix.
-    pub(super) fn resource_leg(&self, uri: &str) -> Option<usize> {
-        if let Some(leg) = self.resources.get(uri) {
-            return Some(*leg);
-        }
-        self.templates
-            .iter()
-            .filter(|(fixed, _)| !fixed.is_empty() && uri.starts_with(fixed.as_str()))
-            .max_by_key(|(fixed, _)| fixed.len())
-            .map(|(_, leg)| *leg)
-    }
-
     /// Forgets everything `leg` offered: its upstream is gone.
     pub(super) fn forget_leg(&mut self, leg: usize) {
         self.exposed.retain(|_, target| target.leg != leg);
         for legs in self.offered.values_mut() {
             legs.remove(&leg);
         }
-        self.resources.retain(|_, l| *l != leg);
-        self.templates.retain(|(_, l)| *l != leg);
+        self.uris.forget_leg(leg);
     }
 }
 
@@ -263,18 +234,5 @@ mod tests {
         assert!(book.resolve(Kind::Tool, "demo__echo").is_none());
         // Prompts are not filtered.
         assert!(book.expose(Kind::Prompt, 1, "echo").is_some());
-    }
-
-    #[test]
-    fn resources_route_by_uri_then_template() {
-        let mut book = NameBook::new(&aggregate(PrefixMode::Always, &[]));
-        book.note_resource(0, "demo://resource/static/1");
-        book.note_resource(1, "demo://resource/static/1");
-        book.note_template(1, "file:///{path}");
-        assert_eq!(book.resource_leg("demo://resource/static/1"), Some(0));
-        assert_eq!(book.resource_leg("file:///tmp/x"), Some(1));
-        assert_eq!(book.resource_leg("other://x"), None);
-        book.forget_leg(1);
-        assert_eq!(book.resource_leg("file:///tmp/x"), None);
     }
 }

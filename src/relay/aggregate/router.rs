@@ -10,9 +10,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use bytes::Bytes;
 use futures_util::future::join_all;
 use serde_json::{json, Value};
+use tokio::sync::watch;
 
+use super::batch::{Batches, Gathered};
+use super::denied::DeniedTools;
 use super::leg::Leg;
 use super::names::{Kind, NameBook};
+use super::own_session::Inventoried;
 use crate::config::AggregateConfig;
 use crate::jsonrpc::codes;
 use crate::transport::writer::FrameWriter;
@@ -36,6 +40,13 @@ pub(super) struct Router {
     /// the leg's id for it, so its cancellation reaches the right place.
     in_flight: Mutex<HashMap<String, (usize, u64)>>,
     next_server_request: AtomicU64,
+    /// Where the virtual server's `agbom/snapshot` stands: nothing is
+    /// served before the Guardian has seen it, nor after it refused it.
+    inventory: watch::Receiver<Inventoried>,
+    /// The tools to leave out of the agent's lists, when hidden.
+    pub(super) denied_tools: Option<DeniedTools>,
+    /// The agent's batches whose replies are being gathered.
+    pub(super) batches: Batches,
 }
 
 impl Router {
@@ -45,6 +56,8 @@ impl Router {
         legs: Vec<Option<Arc<Leg>>>,
         capabilities: Vec<Value>,
         client: FrameWriter,
+        inventory: watch::Receiver<Inventoried>,
+        denied_tools: Option<DeniedTools>,
     ) -> Self {
         Self {
             book: Mutex::new(NameBook::new(&aggregate)),
@@ -55,7 +68,40 @@ impl Router {
             server_requests: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
             next_server_request: AtomicU64::new(1),
+            inventory,
+            denied_tools,
+            batches: Batches::default(),
         }
+    }
+
+    /// Whether the virtual server's snapshot is still to be decided.
+    pub(super) fn inventory_pending(&self) -> bool {
+        *self.inventory.borrow() == Inventoried::Pending
+    }
+
+    /// Waits until the virtual server's snapshot has been decided; why
+    /// the session serves nothing, when the Guardian refused it.
+    pub(super) async fn inventory_refusal(&self) -> Option<String> {
+        let mut inventory = self.inventory.clone();
+        let decided = inventory
+            .wait_for(|state| *state != Inventoried::Pending)
+            .await;
+        // A snapshot that was never decided (the session is ending) refuses nothing.
+        match decided.as_deref() {
+            Ok(Inventoried::Refused(reason)) => Some(reason.clone()),
+            _ => None,
+        }
+    }
+
+    /// Answers `id` with the refusal of the session, if it was refused
+    /// (waiting for the snapshot's decision first); `true` if it was.
+    pub(super) async fn refused(&self, id: &Value) -> bool {
+        let Some(reason) = self.inventory_refusal().await else {
+            return false;
+        };
+        let text = format!("acs-proxy: the session was refused: {reason}");
+        self.reply_error(id, codes::POLICY_DENIED, &text).await;
+        true
     }
 
     /// The legs still serving.
@@ -63,9 +109,14 @@ impl Router {
         self.legs.iter().flatten().filter(|leg| !leg.is_gone())
     }
 
-    /// Writes one message to the agent.
+    /// Writes one message to the agent; a reply to a member of a batch
+    /// goes with the batch's other replies, in one array.
     pub(super) async fn to_client(&self, message: &Value) {
-        send(&self.client, message).await;
+        match self.batches.gather(message) {
+            Gathered::Alone => send(&self.client, message).await,
+            Gathered::Held => {}
+            Gathered::Complete(replies) => send(&self.client, &replies).await,
+        }
     }
 
     /// Answers the agent's request `id` with `result`.
@@ -90,13 +141,25 @@ impl Router {
             .await;
     }
 
-    /// To the leg that listed `uri` or offers a template it fits; with one
-    /// leg offering resources at all, to that one.
-    pub(super) async fn route_resource(self: &Arc<Self>, uri: String, message: Value) {
-        let listed = lock(&self.book).resource_leg(&uri);
-        let leg = listed.or_else(|| self.only_leg_with("resources"));
-        match leg {
-            Some(leg) => self.forward(leg, message).await,
+    /// To the leg a gateway URI names, or that listed `uri`, or that offers
+    /// a template it fits; with one leg offering resources at all, to that
+    /// one. The URI (at `pointer` in the message) is given as the leg
+    /// knows it.
+    pub(super) async fn route_resource(self: &Arc<Self>, pointer: &str, mut message: Value) {
+        let uri = message
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let resolved = lock(&self.book).uris.resolve(&uri);
+        let target = resolved.or_else(|| Some((self.only_leg_with("resources")?, uri.clone())));
+        match target {
+            Some((leg, original)) => {
+                if let Some(field) = message.pointer_mut(pointer) {
+                    *field = Value::from(original);
+                }
+                self.forward(leg, message).await;
+            }
             None => {
                 let text = format!("no upstream serves the resource {uri}");
                 self.reply_error(&message["id"], codes::INVALID_PARAMS, &text)
@@ -136,15 +199,33 @@ impl Router {
     /// Sends the agent's request to `leg` and, in the background, its
     /// answer back under the agent's id; a leg that is gone (or goes before
     /// answering) is answered -32011.
+    ///
+    /// Before the snapshot is decided, the request waits for it in a task
+    /// of its own, so the agent's other messages (`initialized`, which
+    /// lets the upstreams read their inventories) keep moving.
     pub(super) async fn forward(self: &Arc<Self>, leg: usize, message: Value) {
+        if self.inventory_pending() {
+            let router = self.clone();
+            tokio::spawn(async move { router.forward_decided(leg, message).await });
+            return;
+        }
+        self.forward_decided(leg, message).await;
+    }
+
+    async fn forward_decided(self: &Arc<Self>, leg: usize, message: Value) {
         let id = message["id"].clone();
+        if self.refused(&id).await {
+            return;
+        }
         let Some(target) = self.legs.get(leg).cloned().flatten() else {
             return self.unavailable(&id, leg).await;
         };
+        let message_method = message["method"].as_str().unwrap_or_default().to_owned();
         let Ok((leg_id, answer)) = target.forward_request(message).await else {
             return self.unavailable(&id, leg).await;
         };
         let key = id.to_string();
+        let method = message_method;
         lock(&self.in_flight).insert(key.clone(), (leg, leg_id));
         let router = self.clone();
         tokio::spawn(async move {
@@ -153,11 +234,33 @@ impl Router {
             match answer {
                 Ok(mut reply) => {
                     reply["id"] = id;
+                    if method == "resources/read" {
+                        router.contents_seen_as(leg, &mut reply);
+                    }
                     router.to_client(&reply).await;
                 }
                 Err(_) => router.unavailable(&id, leg).await,
             }
         });
+    }
+
+    /// A `resources/read` answer names its contents' URIs as the agent
+    /// knows them.
+    fn contents_seen_as(&self, leg: usize, reply: &mut Value) {
+        // Read with `get_mut`: indexing would add a `result` to an error.
+        let contents = reply
+            .get_mut("result")
+            .and_then(|result| result.get_mut("contents"))
+            .and_then(Value::as_array_mut);
+        let Some(contents) = contents else {
+            return;
+        };
+        let book = lock(&self.book);
+        for content in contents {
+            if let Some(uri) = content["uri"].as_str() {
+                content["uri"] = Value::from(book.uris.seen_as(leg, uri));
+            }
+        }
     }
 
     async fn unavailable(&self, id: &Value, leg: usize) {

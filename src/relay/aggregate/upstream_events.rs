@@ -39,6 +39,13 @@ pub(super) async fn message(router: &Arc<Router>, index: usize, mut message: Val
         message["params"]["requestId"] =
             serde_json::from_str(&seen_as).unwrap_or(Value::String(seen_as));
     }
+    if message["method"] == "notifications/resources/updated" {
+        // Said of the URI the agent knows: a gateway URI when it has one.
+        if let Some(uri) = message["params"]["uri"].as_str() {
+            let seen_as = lock(&router.book).uris.seen_as(index, uri);
+            message["params"]["uri"] = Value::from(seen_as);
+        }
+    }
     router.to_client(&message).await;
 }
 

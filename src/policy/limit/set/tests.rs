@@ -32,6 +32,7 @@ fn call<'a>(tool: &'a str, user: Option<&'a Identity>, session: &'a str) -> Limi
     LimitedCall {
         hooks: &[WRAPPED_CALL, STEP_CALL],
         tool: Some(tool),
+        called_as: None,
         user,
         agent: "agent",
         session,
@@ -115,6 +116,24 @@ fn keys_follow_per() {
 }
 
 #[test]
+fn a_tool_glob_fits_the_name_the_agent_used_too() {
+    let limits = limits(
+        "[[limit]]\nname = \"demo\"\ntool = \"demo__*\"\nper = \"global\"\ncalls = 1\ninterval_s = 60\n",
+    );
+    let bare = call("echo", None, "s");
+    limits
+        .admit(&bare)
+        .expect("the server's own name does not fit");
+    limits.admit(&bare).expect("still not counted");
+    let routed = LimitedCall {
+        called_as: Some("demo__echo"),
+        ..bare
+    };
+    limits.admit(&routed).expect("the first call");
+    limits.admit(&routed).expect_err("the second call");
+}
+
+#[test]
 fn hook_globs_select_calls() {
     let limits = limits(
         "[[limit]]\nname = \"reads\"\nhook = \"protocols/MCP/resources/*\"\nper = \"global\"\ncalls = 1\ninterval_s = 60\n",
@@ -122,6 +141,7 @@ fn hook_globs_select_calls() {
     let read = LimitedCall {
         hooks: &["protocols/MCP/resources/read"],
         tool: None,
+        called_as: None,
         user: None,
         agent: "a",
         session: "s",
