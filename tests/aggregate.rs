@@ -16,6 +16,15 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use support::{listen_section, NetProxy, Proxy, Scratch};
 
+/// A rule that denies one upstream's tool by the name the agent calls it.
+const DEMO_ENV_PRIVATE: &str = r#"[[policy.rule]]
+name = "demo-env-private"
+hook = "steps/toolCallRequest"
+tool = "demo__get-env"
+decision = "deny"
+reasoning = "the demo server's environment stays private"
+"#;
+
 const SAMPLING_TEXT: &str = "sampled for the demo upstream 7f3a";
 
 /// The three upstreams and an aggregate `all` of them, with `extra` after.
@@ -85,7 +94,8 @@ fn names(report: &Value, list: &str) -> Vec<String> {
 #[test]
 fn three_servers_behind_one_http_endpoint() {
     let scratch = Scratch::new();
-    let rules = r#"
+    let rules = format!(
+        r#"
 [[policy.rule]]
 name = "read-only-files"
 hook = "steps/toolCallRequest"
@@ -93,13 +103,8 @@ tool = "write_file"
 decision = "deny"
 reasoning = "the filesystem is read-only for agents"
 
-[[policy.rule]]
-name = "demo-env-private"
-hook = "steps/toolCallRequest"
-tool = "demo__get-env"
-decision = "deny"
-reasoning = "the demo server's environment stays private"
-"#;
+{DEMO_ENV_PRIVATE}"#
+    );
     let config = aggregate_config(
         &scratch,
         "",
@@ -791,25 +796,21 @@ fn a_uri_two_upstreams_share_is_served_to_each_under_its_own_name() {
 #[test]
 fn limits_and_hidden_tools_see_the_name_the_agent_uses() {
     let scratch = Scratch::new();
-    let policy = r#"
+    let policy = format!(
+        r#"
 [integrity]
 hide_denied_tools = true
 
-[[policy.rule]]
-name = "demo-env-private"
-hook = "steps/toolCallRequest"
-tool = "demo__get-env"
-decision = "deny"
-reasoning = "the demo server's environment stays private"
-
+{DEMO_ENV_PRIVATE}
 [[policy.limit]]
 name = "one-demo-echo"
 tool = "demo__echo"
 per = "session"
 calls = 1
 interval_s = 3600
-"#;
-    let config = aggregate_config(&scratch, "", policy);
+"#
+    );
+    let config = aggregate_config(&scratch, "", &policy);
     let mut proxy = Proxy::start(&config);
     proxy.initialize(json!({}));
 
