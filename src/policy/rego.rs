@@ -21,14 +21,16 @@ mod load;
 mod marker;
 mod policy;
 mod testing;
+mod time_limit;
 mod vm;
 
 pub use error::RegoError;
 pub use files::walk;
 pub use input::document as input_document;
 pub use load::{load_configured, RegoSettings};
-pub use policy::{RegoPolicy, DEFAULT_QUERY, EVALUATION_TIME_LIMIT};
+pub use policy::{RegoPolicy, DEFAULT_QUERY};
 pub use testing::{RegoTest, TestOutcome};
+pub use time_limit::EVALUATION_TIME_LIMIT;
 
 #[cfg(test)]
 mod tests;

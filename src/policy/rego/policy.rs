@@ -1,36 +1,20 @@
 //! The loaded Rego policy and how it evaluates one hook.
 
-use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
-use regorus::utils::limits::ExecutionTimerConfig;
 use serde_json::Value;
 
 use super::error::RegoError;
 use super::input;
 use super::testing::{self, RegoTest, TestOutcome};
+use super::time_limit;
 use super::vm::{CompiledQuery, VmAnswer};
 use crate::hooks::decision::Decision;
 use crate::hooks::{GatewayContext, HookRequest, Metadata};
 
 /// The query evaluated when `[policy] query` is not set.
 pub const DEFAULT_QUERY: &str = "data.acs.decision";
-
-/// How long one evaluation may run before it is abandoned as a decision
-/// failure: a policy that loops must not hold a session's message.
-pub const EVALUATION_TIME_LIMIT: Duration = Duration::from_millis(100);
-
-/// Steps (VM instructions, interpreter expressions) between two reads of
-/// the clock against [`EVALUATION_TIME_LIMIT`]. A read per step was a
-/// sixth of a 20-rule evaluation; a step takes well under a microsecond,
-/// so a few hundred of them still stop a runaway policy within a hair of
-/// its limit.
-pub(super) const TIME_CHECK_INTERVAL: NonZeroU32 = match NonZeroU32::new(256) {
-    Some(interval) => interval,
-    None => NonZeroU32::MIN,
-};
 
 /// A loaded Rego policy: modules parsed and analysed, data merged.
 ///
@@ -162,11 +146,8 @@ impl RegoPolicy {
         files: Vec<PathBuf>,
         tests: Vec<RegoTest>,
     ) -> Self {
-        engine.set_execution_timer_config(ExecutionTimerConfig {
-            limit: EVALUATION_TIME_LIMIT,
-            check_interval: TIME_CHECK_INTERVAL,
-        });
-        let compiled = CompiledQuery::compile(&engine, &query, EVALUATION_TIME_LIMIT).map(Arc::new);
+        engine.set_execution_timer_config(time_limit::timer());
+        let compiled = CompiledQuery::compile(&engine, &query).map(Arc::new);
         Self {
             engine,
             compiled,

@@ -13,16 +13,14 @@
 //! definition of which holds from one whose definitions disagree.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use regorus::languages::rego::compiler::Compiler;
 use regorus::rvm::{Program, RegoVM};
-use regorus::utils::limits::ExecutionTimerConfig;
 use regorus::CompiledPolicy;
 
 use super::error::RegoError;
 use super::marker::{with_undefined_marker, UNDEFINED_MARKER};
-use super::policy::TIME_CHECK_INTERVAL;
+use super::time_limit;
 
 /// Idle machines kept for reuse; more evaluations at once build their own.
 const IDLE_VMS: usize = 8;
@@ -44,7 +42,6 @@ pub(super) struct CompiledQuery {
     program: Arc<Program>,
     policy: CompiledPolicy,
     data: regorus::Value,
-    time_limit: Duration,
     /// Whether the program carries [`UNDEFINED_MARKER`].
     marked: bool,
     idle: Mutex<Vec<RegoVM>>,
@@ -52,13 +49,9 @@ pub(super) struct CompiledQuery {
 
 impl CompiledQuery {
     /// Lowers `query` of the prepared `engine`, each evaluation to stop
-    /// after `time_limit`; `None` when the policy uses something the
+    /// within the time limit; `None` when the policy uses something the
     /// compiler does not lower (the interpreter evaluates it).
-    pub(super) fn compile(
-        engine: &regorus::Engine,
-        query: &str,
-        time_limit: Duration,
-    ) -> Option<Self> {
+    pub(super) fn compile(engine: &regorus::Engine, query: &str) -> Option<Self> {
         let marked = with_undefined_marker(engine, query).and_then(|mut engine| {
             lower(&mut engine, query)
                 .ok()
@@ -78,7 +71,6 @@ impl CompiledQuery {
             program,
             policy,
             data: engine.get_data(),
-            time_limit,
             marked,
             idle: Mutex::default(),
         };
@@ -132,10 +124,7 @@ impl CompiledQuery {
         vm.load_program(self.program.clone());
         vm.set_data(self.data.clone())
             .map_err(|err| RegoError::Evaluation(err.to_string()))?;
-        vm.set_execution_timer_config(Some(ExecutionTimerConfig {
-            limit: self.time_limit,
-            check_interval: TIME_CHECK_INTERVAL,
-        }));
+        vm.set_execution_timer_config(Some(time_limit::timer()));
         // The time limit bounds an evaluation; a count of instructions
         // would refuse large data-driven policies that finish in time.
         vm.set_max_instructions(usize::MAX);
@@ -172,12 +161,10 @@ fn interpreted(query: &str, reason: &str) -> Option<CompiledQuery> {
 mod tests {
     use super::*;
 
-    const LIMIT: Duration = Duration::from_secs(1);
-
     fn compiled(rego: &str) -> CompiledQuery {
         let mut engine = regorus::Engine::new();
         engine.add_policy("p.rego".into(), rego.into()).unwrap();
-        CompiledQuery::compile(&engine, "data.acs.decision", LIMIT).unwrap()
+        CompiledQuery::compile(&engine, "data.acs.decision").unwrap()
     }
 
     fn input(tool: &str) -> regorus::Value {
