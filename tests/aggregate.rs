@@ -474,7 +474,12 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 #[test]
 fn an_upstream_killed_mid_call_loses_its_tools_and_the_others_keep_serving() {
     let scratch = Scratch::new();
-    let config = aggregate_config(&scratch, "", "");
+    // The dead upstream stays down for the length of the test.
+    let config = aggregate_config(
+        &scratch,
+        "restart_backoff_ms = 60000\nrestart_max_backoff_ms = 60000",
+        "",
+    );
     let mut proxy = Proxy::start(&config);
     let init = proxy.initialize(json!({}));
     assert_eq!(init["result"]["serverInfo"]["name"], "all", "{init:#}");
@@ -535,6 +540,84 @@ fn an_upstream_killed_mid_call_loses_its_tools_and_the_others_keep_serving() {
             .any(|e| e["step_type"] == "agbom/changed" && e["upstream"] == "demo"),
         "no agbom/changed for the dead upstream"
     );
+}
+
+#[test]
+fn a_killed_upstream_comes_back_in_the_same_session() {
+    let scratch = Scratch::new();
+    let config = aggregate_config(
+        &scratch,
+        "restart_backoff_ms = 200\nrestart_max_backoff_ms = 1000",
+        "",
+    );
+    // Hook payloads are recorded, so the reasons of the changes can be read.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replacen("\n[audit]\n", "\n[audit]\nrecord_content = true\n", 1),
+    )
+    .unwrap();
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    proxy.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    assert!(proxy.response(&json!(2)).to_string().contains("demo__echo"));
+    let mut first = None;
+    wait_for("the demo server", || {
+        first = demo_child(proxy.pid());
+        first.is_some()
+    });
+    let first = first.unwrap();
+    let pid = nix::unistd::Pid::from_raw(first as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+
+    // The loss, then the return, each announced with a `list_changed`.
+    let is_list_changed = |m: &Value| m["method"] == "notifications/tools/list_changed";
+    proxy.recv_until(is_list_changed);
+    let mut id = 10;
+    let mut announced = false;
+    loop {
+        if !announced {
+            proxy.recv_until(is_list_changed);
+        }
+        proxy.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}));
+        let (listed, before) = proxy.recv_until(|m| m["id"] == id);
+        if listed.to_string().contains("demo__echo") {
+            break;
+        }
+        announced = before.iter().any(is_list_changed);
+        id += 1;
+    }
+    let second = demo_child(proxy.pid()).expect("a new demo server");
+    assert_ne!(first, second);
+    proxy.send(&support::tool_call(
+        3,
+        "demo__echo",
+        json!({"text": "back again"}),
+    ));
+    let echo = proxy.response(&json!(3));
+    assert!(echo.to_string().contains("back again"), "{echo:#}");
+    assert!(proxy.finish().success());
+    scratch.assert_audit_verifies();
+
+    // The Guardian was told, by each of the upstream's two sessions, that
+    // its components went and came back.
+    let entries = scratch.audit_entries();
+    let changes: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["step_type"] == "agbom/changed" && e["upstream"] == "demo")
+        .collect();
+    let with_reason = |reason: &str| {
+        changes
+            .iter()
+            .find(|e| e.to_string().contains(reason))
+            .unwrap_or_else(|| panic!("no agbom/changed for {reason}: {changes:#?}"))
+    };
+    let (loss, back) = (
+        with_reason("server_exited"),
+        with_reason("server_restarted"),
+    );
+    assert_ne!(loss["session_id"], back["session_id"]);
+    assert!(back.to_string().contains("tool:demo/echo"), "{back:#}");
 }
 
 #[test]
@@ -658,7 +741,14 @@ fn with_no_upstream_started_initialize_is_refused() {
     let config = scratch.path("proxy.toml");
     std::fs::write(&config, text).unwrap();
     let mut proxy = Proxy::start(&config);
-    let refused = proxy.initialize(json!({}));
+    // Only `initialize`: the proxy exits on refusing it, so an
+    // `initialized` after it could meet a closed pipe.
+    proxy.send(
+        &json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "integration-test", "version": "1"}}}),
+    );
+    let refused = proxy.response(&json!("init"));
     assert_eq!(refused["error"]["code"], -32011, "{refused:#}");
     assert!(
         refused.to_string().contains("virtual server"),
