@@ -621,6 +621,58 @@ fn a_killed_upstream_comes_back_in_the_same_session() {
 }
 
 #[test]
+fn an_upstream_that_did_not_start_joins_the_session_later() {
+    let scratch = Scratch::new();
+    let demo = support::demo_server_bin().display().to_string();
+    // Fails its first start, and serves from the second on.
+    let started_once = scratch.path("started-once");
+    let script = format!(
+        "if [ -e {0:?} ]; then exec {demo:?}; else touch {0:?}; exit 3; fi",
+        started_once.display().to_string()
+    );
+    let text = format!(
+        "{}{}[[aggregate]]\nname = \"all\"\nupstreams = [\"steady\", \"late\"]\n\
+         restart_backoff_ms = 100\nrestart_max_backoff_ms = 500\n\n[audit]\npath = {:?}\n",
+        upstream("steady", std::slice::from_ref(&demo)),
+        upstream("late", &["sh".into(), "-c".into(), script]),
+        scratch.audit_log().display().to_string(),
+    );
+    let config = scratch.path("proxy.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    proxy.send(&support::tool_call(
+        2,
+        "late__echo",
+        json!({"text": "early"}),
+    ));
+    let is_list_changed = |m: &Value| m["method"] == "notifications/tools/list_changed";
+    let (early, before) = proxy.recv_until(|m| m["id"] == 2);
+    // Unless it already came back, the call found it down.
+    if early.get("error").is_some() {
+        assert_eq!(early["error"]["code"], -32011, "{early:#}");
+        if !before.iter().any(is_list_changed) {
+            proxy.recv_until(is_list_changed);
+        }
+    }
+    proxy.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
+    let listed = proxy.response(&json!(3)).to_string();
+    assert!(
+        listed.contains("late__echo") && listed.contains("steady__echo"),
+        "{listed}"
+    );
+    proxy.send(&support::tool_call(
+        4,
+        "late__echo",
+        json!({"text": "joined"}),
+    ));
+    let joined = proxy.response(&json!(4));
+    assert!(joined.to_string().contains("joined"), "{joined:#}");
+    assert!(proxy.finish().success());
+    scratch.assert_audit_verifies();
+}
+
+#[test]
 fn a_prefix_conflict_is_refused_at_start_up() {
     let scratch = Scratch::new();
     let config = aggregate_config(&scratch, "prefix = \"never\"", "");
