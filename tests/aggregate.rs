@@ -620,11 +620,11 @@ fn a_killed_upstream_comes_back_in_the_same_session() {
     assert!(back.to_string().contains("tool:demo/echo"), "{back:#}");
 }
 
-#[test]
-fn an_upstream_that_did_not_start_joins_the_session_later() {
-    let scratch = Scratch::new();
+/// A demo upstream `steady` and an upstream `late` that fails its first
+/// start and serves from the second on, with a short restart backoff and
+/// `extra` after.
+fn late_start_config(scratch: &Scratch, extra: &str) -> PathBuf {
     let demo = support::demo_server_bin().display().to_string();
-    // Fails its first start, and serves from the second on.
     let started_once = scratch.path("started-once");
     let script = format!(
         "if [ -e {0:?} ]; then exec {demo:?}; else touch {0:?}; exit 3; fi",
@@ -632,13 +632,33 @@ fn an_upstream_that_did_not_start_joins_the_session_later() {
     );
     let text = format!(
         "{}{}[[aggregate]]\nname = \"all\"\nupstreams = [\"steady\", \"late\"]\n\
-         restart_backoff_ms = 100\nrestart_max_backoff_ms = 500\n\n[audit]\npath = {:?}\n",
+         restart_backoff_ms = 100\nrestart_max_backoff_ms = 500\n\n[audit]\npath = {:?}\n\n{extra}\n",
         upstream("steady", std::slice::from_ref(&demo)),
         upstream("late", &["sh".into(), "-c".into(), script]),
         scratch.audit_log().display().to_string(),
     );
     let config = scratch.path("proxy.toml");
     std::fs::write(&config, text).unwrap();
+    config
+}
+
+/// The demo server children of the proxy `parent`.
+fn demo_children(parent: u32) -> usize {
+    let children = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+        .unwrap_or_default();
+    children
+        .split_whitespace()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| cmdline.contains("acs-proxy-demo-server"))
+        })
+        .count()
+}
+
+#[test]
+fn an_upstream_that_did_not_start_joins_the_session_later() {
+    let scratch = Scratch::new();
+    let config = late_start_config(&scratch, "");
     let mut proxy = Proxy::start(&config);
     proxy.initialize(json!({}));
     proxy.send(&support::tool_call(
@@ -668,6 +688,37 @@ fn an_upstream_that_did_not_start_joins_the_session_later() {
     ));
     let joined = proxy.response(&json!(4));
     assert!(joined.to_string().contains("joined"), "{joined:#}");
+    assert!(proxy.finish().success());
+    scratch.assert_audit_verifies();
+}
+
+#[test]
+fn a_return_the_guardian_refuses_stays_out() {
+    let scratch = Scratch::new();
+    let config = late_start_config(
+        &scratch,
+        "[[policy.rule]]\nname = \"frozen\"\nhook = \"agbom/changed\"\n\
+         decision = \"deny\"\nreasoning = \"no new components\"\n",
+    );
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    // The return is decided, denied, and its server shut down.
+    wait_for("the refused return", || {
+        scratch.audit_entries().iter().any(|e| {
+            e["step_type"] == "agbom/changed" && e["upstream"] == "late" && e["decision"] == "deny"
+        })
+    });
+    wait_for("the refused server to be shut down", || {
+        demo_children(proxy.pid()) == 1
+    });
+    proxy.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let listed = proxy.response(&json!(2)).to_string();
+    assert!(
+        listed.contains("steady__echo") && !listed.contains("late__"),
+        "{listed}"
+    );
+    proxy.send(&support::tool_call(3, "late__echo", json!({"text": "x"})));
+    assert_eq!(proxy.response(&json!(3))["error"]["code"], -32011);
     assert!(proxy.finish().success());
     scratch.assert_audit_verifies();
 }
