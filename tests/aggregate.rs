@@ -479,7 +479,12 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 #[test]
 fn an_upstream_killed_mid_call_loses_its_tools_and_the_others_keep_serving() {
     let scratch = Scratch::new();
-    let config = aggregate_config(&scratch, "", "");
+    // The dead upstream stays down for the length of the test.
+    let config = aggregate_config(
+        &scratch,
+        "restart_backoff_ms = 60000\nrestart_max_backoff_ms = 60000",
+        "",
+    );
     let mut proxy = Proxy::start(&config);
     let init = proxy.initialize(json!({}));
     assert_eq!(init["result"]["serverInfo"]["name"], "all", "{init:#}");
@@ -540,6 +545,187 @@ fn an_upstream_killed_mid_call_loses_its_tools_and_the_others_keep_serving() {
             .any(|e| e["step_type"] == "agbom/changed" && e["upstream"] == "demo"),
         "no agbom/changed for the dead upstream"
     );
+}
+
+#[test]
+fn a_killed_upstream_comes_back_in_the_same_session() {
+    let scratch = Scratch::new();
+    let config = aggregate_config(
+        &scratch,
+        "restart_backoff_ms = 200\nrestart_max_backoff_ms = 1000",
+        "",
+    );
+    // Hook payloads are recorded, so the reasons of the changes can be read.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replacen("\n[audit]\n", "\n[audit]\nrecord_content = true\n", 1),
+    )
+    .unwrap();
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    proxy.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    assert!(proxy.response(&json!(2)).to_string().contains("demo__echo"));
+    let mut first = None;
+    wait_for("the demo server", || {
+        first = demo_child(proxy.pid());
+        first.is_some()
+    });
+    let first = first.unwrap();
+    let pid = nix::unistd::Pid::from_raw(first as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+
+    // The loss, then the return, each announced with a `list_changed`.
+    let is_list_changed = |m: &Value| m["method"] == "notifications/tools/list_changed";
+    proxy.recv_until(is_list_changed);
+    let mut id = 10;
+    let mut announced = false;
+    loop {
+        if !announced {
+            proxy.recv_until(is_list_changed);
+        }
+        proxy.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}));
+        let (listed, before) = proxy.recv_until(|m| m["id"] == id);
+        if listed.to_string().contains("demo__echo") {
+            break;
+        }
+        announced = before.iter().any(is_list_changed);
+        id += 1;
+    }
+    let second = demo_child(proxy.pid()).expect("a new demo server");
+    assert_ne!(first, second);
+    proxy.send(&support::tool_call(
+        3,
+        "demo__echo",
+        json!({"text": "back again"}),
+    ));
+    let echo = proxy.response(&json!(3));
+    assert!(echo.to_string().contains("back again"), "{echo:#}");
+    assert!(proxy.finish().success());
+    scratch.assert_audit_verifies();
+
+    // The Guardian was told, by each of the upstream's two sessions, that
+    // its components went and came back.
+    let entries = scratch.audit_entries();
+    let changes: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["step_type"] == "agbom/changed" && e["upstream"] == "demo")
+        .collect();
+    let with_reason = |reason: &str| {
+        changes
+            .iter()
+            .find(|e| e.to_string().contains(reason))
+            .unwrap_or_else(|| panic!("no agbom/changed for {reason}: {changes:#?}"))
+    };
+    let (loss, back) = (
+        with_reason("server_exited"),
+        with_reason("server_restarted"),
+    );
+    assert_ne!(loss["session_id"], back["session_id"]);
+    assert!(back.to_string().contains("tool:demo/echo"), "{back:#}");
+}
+
+/// A demo upstream `steady` and an upstream `late` that fails its first
+/// start and serves from the second on, with a short restart backoff and
+/// `extra` after.
+fn late_start_config(scratch: &Scratch, extra: &str) -> PathBuf {
+    let demo = support::demo_server_bin().display().to_string();
+    let started_once = scratch.path("started-once");
+    let script = format!(
+        "if [ -e {0:?} ]; then exec {demo:?}; else touch {0:?}; exit 3; fi",
+        started_once.display().to_string()
+    );
+    let text = format!(
+        "{}{}[[aggregate]]\nname = \"all\"\nupstreams = [\"steady\", \"late\"]\n\
+         restart_backoff_ms = 100\nrestart_max_backoff_ms = 500\n\n[audit]\npath = {:?}\n\n{extra}\n",
+        upstream("steady", std::slice::from_ref(&demo)),
+        upstream("late", &["sh".into(), "-c".into(), script]),
+        scratch.audit_log().display().to_string(),
+    );
+    let config = scratch.path("proxy.toml");
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+/// The demo server children of the proxy `parent`.
+fn demo_children(parent: u32) -> usize {
+    let children = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+        .unwrap_or_default();
+    children
+        .split_whitespace()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| cmdline.contains("acs-proxy-demo-server"))
+        })
+        .count()
+}
+
+#[test]
+fn an_upstream_that_did_not_start_joins_the_session_later() {
+    let scratch = Scratch::new();
+    let config = late_start_config(&scratch, "");
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    proxy.send(&support::tool_call(
+        2,
+        "late__echo",
+        json!({"text": "early"}),
+    ));
+    let is_list_changed = |m: &Value| m["method"] == "notifications/tools/list_changed";
+    let (early, before) = proxy.recv_until(|m| m["id"] == 2);
+    // Unless it already came back, the call found it down.
+    if early.get("error").is_some() {
+        assert_eq!(early["error"]["code"], -32011, "{early:#}");
+        if !before.iter().any(is_list_changed) {
+            proxy.recv_until(is_list_changed);
+        }
+    }
+    proxy.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
+    let listed = proxy.response(&json!(3)).to_string();
+    assert!(
+        listed.contains("late__echo") && listed.contains("steady__echo"),
+        "{listed}"
+    );
+    proxy.send(&support::tool_call(
+        4,
+        "late__echo",
+        json!({"text": "joined"}),
+    ));
+    let joined = proxy.response(&json!(4));
+    assert!(joined.to_string().contains("joined"), "{joined:#}");
+    assert!(proxy.finish().success());
+    scratch.assert_audit_verifies();
+}
+
+#[test]
+fn a_return_the_guardian_refuses_stays_out() {
+    let scratch = Scratch::new();
+    let config = late_start_config(
+        &scratch,
+        "[[policy.rule]]\nname = \"frozen\"\nhook = \"agbom/changed\"\n\
+         decision = \"deny\"\nreasoning = \"no new components\"\n",
+    );
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    // The return is decided, denied, and its server shut down.
+    wait_for("the refused return", || {
+        scratch.audit_entries().iter().any(|e| {
+            e["step_type"] == "agbom/changed" && e["upstream"] == "late" && e["decision"] == "deny"
+        })
+    });
+    wait_for("the refused server to be shut down", || {
+        demo_children(proxy.pid()) == 1
+    });
+    proxy.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let listed = proxy.response(&json!(2)).to_string();
+    assert!(
+        listed.contains("steady__echo") && !listed.contains("late__"),
+        "{listed}"
+    );
+    proxy.send(&support::tool_call(3, "late__echo", json!({"text": "x"})));
+    assert_eq!(proxy.response(&json!(3))["error"]["code"], -32011);
+    assert!(proxy.finish().success());
+    scratch.assert_audit_verifies();
 }
 
 #[test]
@@ -663,7 +849,14 @@ fn with_no_upstream_started_initialize_is_refused() {
     let config = scratch.path("proxy.toml");
     std::fs::write(&config, text).unwrap();
     let mut proxy = Proxy::start(&config);
-    let refused = proxy.initialize(json!({}));
+    // Only `initialize`: the proxy exits on refusing it, so an
+    // `initialized` after it could meet a closed pipe.
+    proxy.send(
+        &json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "integration-test", "version": "1"}}}),
+    );
+    let refused = proxy.response(&json!("init"));
     assert_eq!(refused["error"]["code"], -32011, "{refused:#}");
     assert!(
         refused.to_string().contains("virtual server"),

@@ -26,6 +26,14 @@ pub struct AggregateConfig {
     /// before the session goes on without it.
     #[serde(default = "default_startup_timeout_ms")]
     pub startup_timeout_ms: u64,
+    /// How long a running session waits before it first tries to start
+    /// again an upstream that died or did not start; each failed try
+    /// doubles the wait (with jitter) up to `restart_max_backoff_ms`.
+    #[serde(default = "default_restart_backoff_ms")]
+    pub restart_backoff_ms: u64,
+    /// The longest wait between two tries to start an upstream again.
+    #[serde(default = "default_restart_max_backoff_ms")]
+    pub restart_max_backoff_ms: u64,
 }
 
 /// `prefix`: when names are prefixed with their upstream's.
@@ -44,6 +52,14 @@ pub enum PrefixMode {
 
 fn default_startup_timeout_ms() -> u64 {
     10_000
+}
+
+fn default_restart_backoff_ms() -> u64 {
+    1_000
+}
+
+fn default_restart_max_backoff_ms() -> u64 {
+    60_000
 }
 
 fn default_separator() -> String {
@@ -81,6 +97,12 @@ impl AggregateConfig {
         if self.startup_timeout_ms == 0 {
             return Err(format!(
                 "aggregate {:?}: `startup_timeout_ms` must be at least 1",
+                self.name
+            ));
+        }
+        if self.restart_backoff_ms == 0 || self.restart_max_backoff_ms < self.restart_backoff_ms {
+            return Err(format!(
+                "aggregate {:?}: `restart_backoff_ms` must be at least 1 and at most `restart_max_backoff_ms`",
                 self.name
             ));
         }

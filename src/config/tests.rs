@@ -235,6 +235,13 @@ fn an_aggregate_is_read_with_its_defaults() {
     assert_eq!(aggregate.prefix, PrefixMode::Always);
     assert_eq!(aggregate.separator, "__");
     assert!(aggregate.tools.is_empty());
+    assert_eq!(
+        (
+            aggregate.restart_backoff_ms,
+            aggregate.restart_max_backoff_ms
+        ),
+        (1_000, 60_000)
+    );
     // Its upstreams are reached through it: the only network route.
     assert_eq!(config.route_names(), vec!["all".to_owned()]);
     // Over stdio (the default listener) one aggregate of several is fine.
@@ -278,6 +285,14 @@ fn aggregate_keys_are_checked() {
     refused(
         "name = \"all\"\nupstreams = [\"a\"]\ntools = [\"[\"]",
         "tools pattern",
+    );
+    refused(
+        "name = \"all\"\nupstreams = [\"a\"]\nrestart_backoff_ms = 0",
+        "restart_backoff_ms",
+    );
+    refused(
+        "name = \"all\"\nupstreams = [\"a\"]\nrestart_backoff_ms = 5000\nrestart_max_backoff_ms = 1000",
+        "restart_max_backoff_ms",
     );
     refused(
         "name = \"all\"\nupstreams = [\"a\"]\n\n[[aggregate]]\nname = \"all\"\nupstreams = [\"b\"]",

@@ -69,12 +69,18 @@ impl GatewayContext {
 /// both): the aggregate, the name the agent knows each tool by, and the
 /// upstream's inventory, which goes to the Guardian in the virtual
 /// server's one `agbom/snapshot` rather than in a snapshot of its own.
+///
+/// An upstream that comes back during the session (a *return*) reports
+/// its inventory itself, as an `agbom/changed` adding its components
+/// again; the Guardian may refuse that.
 #[derive(Debug)]
 pub struct VirtualRoute {
     /// The `[[aggregate]]` name.
     pub aggregate: String,
     called_as: RwLock<HashMap<String, String>>,
     inventory: watch::Sender<Option<Arc<Inventory>>>,
+    returning: bool,
+    refusal: watch::Sender<Option<String>>,
 }
 
 impl VirtualRoute {
@@ -84,6 +90,41 @@ impl VirtualRoute {
             aggregate: aggregate.into(),
             called_as: RwLock::default(),
             inventory: watch::Sender::new(None),
+            returning: false,
+            refusal: watch::Sender::new(None),
+        }
+    }
+
+    /// An upstream of the aggregate `aggregate` started again after it
+    /// died or did not start.
+    pub fn returning(aggregate: impl Into<String>) -> Self {
+        Self {
+            returning: true,
+            ..Self::new(aggregate)
+        }
+    }
+
+    /// Whether the upstream is coming back during the session.
+    pub fn is_return(&self) -> bool {
+        self.returning
+    }
+
+    /// The Guardian refused the returning upstream's inventory.
+    pub fn report_refusal(&self, reason: String) {
+        self.refusal.send_replace(Some(reason));
+    }
+
+    /// Why the Guardian refused the returning upstream, once it has.
+    pub async fn refusal(&self) -> String {
+        let mut refusal = self.refusal.subscribe();
+        let reason = match refusal.wait_for(Option::is_some).await {
+            Ok(reason) => reason.clone(),
+            Err(_) => None,
+        };
+        match reason {
+            Some(reason) => reason,
+            // The sender lives as long as `self`: nothing will ever come.
+            None => std::future::pending().await,
         }
     }
 
@@ -183,5 +224,17 @@ mod tests {
         route.report_inventory(Inventory::default());
         assert_eq!(*waiting.await.unwrap(), Inventory::default());
         assert_eq!(*route.reported_inventory().await, Inventory::default());
+    }
+
+    #[tokio::test]
+    async fn a_returning_upstreams_refusal_is_there_for_whoever_waits() {
+        let route = Arc::new(VirtualRoute::returning("all"));
+        assert!(route.is_return() && !VirtualRoute::new("all").is_return());
+        let waiting = tokio::spawn({
+            let route = route.clone();
+            async move { route.refusal().await }
+        });
+        route.report_refusal("banned".into());
+        assert_eq!(waiting.await.unwrap(), "banned");
     }
 }

@@ -19,7 +19,7 @@ use super::traced;
 use crate::enforce::Action;
 use crate::guardian::{Decision, Disposition};
 use crate::hooks::agbom::{Inventory, ListKind};
-use crate::hooks::{self, now_rfc3339, HookRequest};
+use crate::hooks::{self, now_rfc3339, HookRequest, VirtualRoute};
 use crate::session::{Direction, Session};
 use crate::transport::http::metadata::registry;
 
@@ -189,6 +189,9 @@ async fn fetch_list(session: &Session, kind: ListKind, limit: Duration) -> Optio
 
 async fn emit_snapshot(session: &Session, inventory: Option<Inventory>) -> Option<Blocked> {
     let inventory = inventory.unwrap_or_else(|| session.learned().inventory.clone());
+    if let Some(route) = session.virtual_route.as_ref().filter(|r| r.is_return()) {
+        return rejoin(session, route, inventory).await;
+    }
     if let Some(route) = &session.virtual_route {
         // One upstream of a virtual server: its inventory goes into the
         // virtual server's one snapshot; its later changes are its own.
@@ -216,6 +219,33 @@ async fn emit_snapshot(session: &Session, inventory: Option<Inventory>) -> Optio
             "the server's inventory was denied: {}",
             blocked.decision.reasoning.as_deref().unwrap_or("denied")
         ));
+    }
+    blocked
+}
+
+/// An upstream of a virtual server that came back: the Guardian hears of
+/// every component again from the upstream's own session (`agbom/changed`,
+/// reason `server_restarted`), as it heard of their loss (`withdraw`).
+async fn rejoin(session: &Session, route: &VirtualRoute, inventory: Inventory) -> Option<Blocked> {
+    {
+        let mut learned = session.learned();
+        learned.snapshot_sent = true;
+        learned.inventory = Inventory::default();
+    }
+    let context = MessageContext {
+        direction: Direction::ServerToClient,
+        mcp_method: "notifications/tools/list_changed".into(),
+        mcp_id: None,
+    };
+    let blocked = emit_changed(session, inventory.clone(), "server_restarted", &context).await;
+    match &blocked {
+        None => route.report_inventory(inventory),
+        Some(blocked) => {
+            let reason = blocked.decision.reasoning.as_deref().unwrap_or("denied");
+            let reason = format!("the returning upstream's inventory was denied: {reason}");
+            session.learned().refused = Some(reason.clone());
+            route.report_refusal(reason);
+        }
     }
     blocked
 }

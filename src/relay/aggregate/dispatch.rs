@@ -80,7 +80,7 @@ async fn route_named(router: &Arc<Router>, kind: Kind, mut message: Value) {
         None => return router.unknown_name(kind, &message, &name).await,
     };
     if kind == Kind::Tool {
-        if let Some(leg) = router.legs.get(target.leg).and_then(Option::as_ref) {
+        if let Some(leg) = router.legs.get(target.leg) {
             leg.route.note(&target.original, &name);
         }
     }

@@ -71,7 +71,8 @@ pub(super) struct AgentSide {
 
 impl Leg {
     /// Connects the upstream and starts its relay session; its messages
-    /// arrive on `events` until it ends.
+    /// arrive on `events` until it ends. A `returning` upstream (started
+    /// again during the session) reports its own inventory to the Guardian.
     pub(super) async fn open(
         index: usize,
         mut upstream_config: UpstreamConfig,
@@ -79,6 +80,7 @@ impl Leg {
         agent: &AgentSide,
         events: mpsc::UnboundedSender<LegEvent>,
         stop: CancellationToken,
+        returning: bool,
     ) -> Result<Arc<Leg>, String> {
         upstream_config
             .headers
@@ -97,7 +99,12 @@ impl Leg {
             identity: agent.identity.clone(),
             client_address: agent.client_address.clone(),
         };
-        let route = Arc::new(VirtualRoute::new(context.aggregate.name.clone()));
+        let aggregate = context.aggregate.name.clone();
+        let route = Arc::new(if returning {
+            VirtualRoute::returning(aggregate)
+        } else {
+            VirtualRoute::new(aggregate)
+        });
         let session_context = SessionContext {
             config: context.config.clone(),
             upstream: upstream_config.clone(),

@@ -28,7 +28,7 @@ pub(super) async fn answer(router: Arc<Router>, id: Value, method: String, messa
         return;
     }
     let positions = match message["params"]["cursor"].as_str() {
-        None => Positions::start(router.live_legs().map(|leg| leg.index)),
+        None => Positions::start(router.live_legs().iter().map(|leg| leg.index)),
         Some(cursor) => match Positions::decode(cursor) {
             Some(positions) => positions,
             None => {
@@ -54,7 +54,7 @@ pub(super) async fn refresh(router: &Router, kind: Kind) {
         Kind::Tool => "tools/list",
         Kind::Prompt => "prompts/list",
     };
-    let mut positions = Positions::start(router.live_legs().map(|leg| leg.index));
+    let mut positions = Positions::start(router.live_legs().iter().map(|leg| leg.index));
     while !positions.0.is_empty() {
         positions = page(router, method, positions).await.1;
     }
@@ -65,7 +65,7 @@ pub(super) async fn refresh(router: &Router, kind: Kind) {
 /// fails to answer is left out of this page and the next.
 async fn page(router: &Router, method: &str, positions: Positions) -> (Vec<Value>, Positions) {
     let asks = positions.0.into_iter().map(|(leg, cursor)| async move {
-        let target = router.legs.get(leg).cloned().flatten()?;
+        let target = router.legs.get(leg)?;
         let params = cursor.map(|cursor| json!({ "cursor": cursor }));
         let reply = target.request(method, params).await.ok()?.await.ok()?;
         if let Some(error) = reply.get("error") {
@@ -111,7 +111,7 @@ async fn page(router: &Router, method: &str, positions: Positions) -> (Vec<Value
                         continue;
                     }
                     if kind == Kind::Tool {
-                        if let Some(target) = router.legs.get(leg).and_then(Option::as_ref) {
+                        if let Some(target) = router.legs.get(leg) {
                             target.route.note(original, &exposed);
                         }
                     }

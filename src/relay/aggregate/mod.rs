@@ -22,8 +22,12 @@
 //! - [`uris`]: resource URIs, and gateway URIs where two upstreams share one.
 //! - [`merge`]: the merged `initialize` result and list cursors.
 //! - [`upstream_events`]: upstream requests, notifications and ends.
+//! - [`opening`]: connecting an upstream and sending it `initialize`.
 //! - [`own_session`]: the virtual server's own ACS session and its one
 //!   `agbom/snapshot` of every upstream.
+//! - [`slots`]: each upstream's leg, while it serves.
+//! - [`restart`]: upstreams that died or did not start, brought back with
+//!   a backoff while the session runs.
 //! - [`probe`]: the start-up check of `prefix = "never"`.
 
 mod batch;
@@ -34,9 +38,12 @@ mod leg;
 mod listing;
 mod merge;
 mod names;
+mod opening;
 mod own_session;
 pub mod probe;
+mod restart;
 mod router;
+mod slots;
 mod upstream_events;
 mod uris;
 
@@ -46,15 +53,16 @@ use futures_util::future::join_all;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
-use tokio::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 pub use context::AggregateContext;
 use leg::{AgentSide, Leg, LegEvent};
 use merge::Initialized;
+use opening::{finish_closing, open_legs};
 use own_session::Inventoried;
+use restart::{Restarting, Restarts};
 use router::Router;
+use slots::LegSlots;
 
 use crate::hooks::lifecycle::SessionEndReason;
 use crate::jsonrpc::codes;
@@ -73,16 +81,17 @@ pub async fn run(
     mut downstream: Downstream,
     stop: CancellationToken,
 ) -> SessionExit {
+    let context = Arc::new(context);
     let client = downstream.writer.clone();
     let Some(initialize) = await_initialize(&mut downstream, &client, &stop).await else {
         return SessionExit::Stopped;
     };
-    let agent = AgentSide {
+    let agent = Arc::new(AgentSide {
         transport: downstream.transport,
         identity: downstream.identity.clone(),
         client_address: downstream.client_address.clone(),
         upstream_headers: std::mem::take(&mut downstream.upstream_headers),
-    };
+    });
     // Unbounded on purpose: the router may wait on a leg's input while that
     // leg's relay waits to hand the router an event; a bounded queue here
     // could close that circle. The legs' own limits bound their requests.
@@ -94,7 +103,6 @@ pub async fn run(
     let (events, mut leg_events) = mpsc::unbounded_channel();
     let closing = Mutex::new(Vec::new());
     let opened = open_legs(&context, &agent, &initialize, &events, &stop, &closing).await;
-    drop(events);
     let started: Vec<Initialized<'_>> = opened
         .iter()
         .filter_map(|(leg, result)| {
@@ -111,29 +119,51 @@ pub async fn run(
         return exit;
     }
     let result = merge::initialize_result(&context.aggregate.name, &started);
-    let capabilities = opened
-        .iter()
-        .map(|(_, result)| result["capabilities"].clone())
+    let legs: Vec<(Option<Arc<Leg>>, Value)> = opened
+        .into_iter()
+        .map(|(leg, result)| (leg, result["capabilities"].clone()))
         .collect();
-    let legs: Vec<Option<Arc<Leg>>> = opened.into_iter().map(|(leg, _)| leg).collect();
     let (verdict, inventory) = watch::channel(Inventoried::Pending);
     let reporting = tokio::spawn(own_session::report_inventory(
         own.clone(),
         endpoints(&context, &legs),
         verdict,
     ));
+    let not_started: Vec<usize> = (0..legs.len())
+        .filter(|index| legs[*index].0.is_none())
+        .collect();
     let denied_tools = denied::DeniedTools::new(&context.config, agent.identity.clone());
     let router = Arc::new(Router::new(
-        context.aggregate,
-        legs,
-        capabilities,
+        context.aggregate.clone(),
+        LegSlots::new(legs),
         client.clone(),
         inventory,
         denied_tools,
     ));
+    let mut restarts = Restarts::new(
+        Restarting {
+            context: context.clone(),
+            agent,
+            initialize: reinitialize(&initialize, &result),
+            events,
+            router: router.clone(),
+        },
+        &stop,
+    );
     router.reply(&id, result).await;
-    let exit = serve(&router, &mut downstream, &mut leg_events, &stop).await;
-    join_all(router.legs.iter().flatten().map(|leg| leg.close())).await;
+    for index in not_started {
+        restarts.schedule(index, None);
+    }
+    let exit = serve(
+        &router,
+        &mut downstream,
+        &mut leg_events,
+        &mut restarts,
+        &stop,
+    )
+    .await;
+    restarts.stop().await;
+    join_all(router.legs.all().iter().map(|leg| leg.close())).await;
     // A snapshot still waiting for an upstream is not sent any more.
     reporting.abort();
     client.close();
@@ -148,19 +178,34 @@ pub async fn run(
 }
 
 /// Each started leg with its upstream's endpoint, for the snapshot.
-fn endpoints(context: &AggregateContext, legs: &[Option<Arc<Leg>>]) -> Vec<(Arc<Leg>, String)> {
+fn endpoints(
+    context: &AggregateContext,
+    legs: &[(Option<Arc<Leg>>, Value)],
+) -> Vec<(Arc<Leg>, String)> {
     legs.iter()
-        .flatten()
-        .map(|leg| {
-            let endpoint = context
-                .config
-                .upstreams
-                .iter()
-                .find(|u| u.name == leg.name)
-                .map_or_else(|| format!("upstream:{}", leg.name), |u| u.endpoint_uri());
-            (leg.clone(), endpoint)
-        })
+        .filter_map(|(leg, _)| leg.as_ref())
+        .map(|leg| (leg.clone(), endpoint_of(context, &leg.name)))
         .collect()
+}
+
+/// The endpoint the Guardian knows the upstream `name` by.
+fn endpoint_of(context: &AggregateContext, name: &str) -> String {
+    context
+        .config
+        .upstreams
+        .iter()
+        .find(|u| u.name == name)
+        .map_or_else(|| format!("upstream:{name}"), |u| u.endpoint_uri())
+}
+
+/// The agent's `initialize` as an upstream that comes back is sent it:
+/// the agent's capabilities and the protocol version the session agreed.
+fn reinitialize(initialize: &Value, result: &Value) -> Value {
+    let mut again = initialize.clone();
+    if let Some(version) = result.get("protocolVersion") {
+        again["params"]["protocolVersion"] = version.clone();
+    }
+    again
 }
 
 /// The Guardian refused the virtual server's session: the agent's
@@ -180,14 +225,6 @@ async fn refuse_start(client: &FrameWriter, id: &Value, aggregate: &str) -> Sess
     router::send(client, &refusal).await;
     client.close();
     SessionExit::ServerExited(UpstreamExit::Closed(reason))
-}
-
-/// Waits until the legs that failed to start have shut their servers down.
-async fn finish_closing(closing: Mutex<Vec<JoinHandle<()>>>) {
-    let closing = closing
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    join_all(closing).await;
 }
 
 /// Waits for the agent's `initialize`; what comes before it is answered
@@ -224,121 +261,13 @@ async fn await_initialize(
     }
 }
 
-/// Opens every upstream at once, each within the start-up timeout, and
-/// sends it the agent's `initialize`. An upstream that fails is left out
-/// (`None`) and the session goes on with the others.
-async fn open_legs(
-    context: &AggregateContext,
-    agent: &AgentSide,
-    initialize: &Value,
-    events: &mpsc::UnboundedSender<LegEvent>,
-    stop: &CancellationToken,
-    closing: &Mutex<Vec<JoinHandle<()>>>,
-) -> Vec<(Option<Arc<Leg>>, Value)> {
-    let deadline = Instant::now() + Duration::from_millis(context.aggregate.startup_timeout_ms);
-    let opens = context
-        .aggregate
-        .upstreams
-        .iter()
-        .enumerate()
-        .map(|(index, name)| async move {
-            let config = context.config.upstreams.iter().find(|u| &u.name == name)?;
-            let opening = LegOpening {
-                index,
-                context,
-                agent,
-                events,
-                stop,
-                deadline,
-                closing,
-            };
-            match open_leg(opening, config, initialize).await {
-                Ok(opened) => Some(opened),
-                Err(reason) => {
-                    tracing::warn!(upstream = %name, %reason, "an upstream of a virtual server did not start");
-                    None
-                }
-            }
-        });
-    join_all(opens)
-        .await
-        .into_iter()
-        .map(|opened| match opened {
-            Some((leg, result)) => (Some(leg), result),
-            None => (None, Value::Null),
-        })
-        .collect()
-}
-
-/// What opening one leg needs besides its upstream.
-struct LegOpening<'a> {
-    index: usize,
-    context: &'a AggregateContext,
-    agent: &'a AgentSide,
-    events: &'a mpsc::UnboundedSender<LegEvent>,
-    stop: &'a CancellationToken,
-    /// When the upstream must have answered `initialize`.
-    deadline: Instant,
-    /// Where the closing of a leg that failed is kept, to be awaited.
-    closing: &'a Mutex<Vec<JoinHandle<()>>>,
-}
-
-/// Connects one upstream and initializes it before the deadline; a leg
-/// that misses it is closed (its server shut down), not left running.
-async fn open_leg(
-    opening: LegOpening<'_>,
-    config: &crate::config::UpstreamConfig,
-    initialize: &Value,
-) -> Result<(Arc<Leg>, Value), String> {
-    let late = || "it did not start in time".to_owned();
-    let leg = tokio::time::timeout_at(
-        opening.deadline,
-        Leg::open(
-            opening.index,
-            config.clone(),
-            opening.context,
-            opening.agent,
-            opening.events.clone(),
-            opening.stop.child_token(),
-        ),
-    )
-    .await
-    .map_err(|_| late())??;
-    let answered = async {
-        let answer = leg
-            .request("initialize", initialize.get("params").cloned())
-            .await
-            .map_err(|err| err.to_string())?;
-        answer
-            .await
-            .map_err(|_| "it ended during initialize".to_owned())
-    };
-    let reply = tokio::time::timeout_at(opening.deadline, answered)
-        .await
-        .unwrap_or_else(|_| Err(late()));
-    match reply {
-        Ok(reply) if reply.get("result").is_some() => Ok((leg, reply["result"].clone())),
-        failed => {
-            let closed = tokio::spawn(async move { leg.close().await });
-            opening
-                .closing
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(closed);
-            Err(match failed {
-                Ok(reply) => format!("initialize was refused: {}", reply["error"]),
-                Err(reason) => reason,
-            })
-        }
-    }
-}
-
 /// Relays between the agent and the legs until the agent closes or
 /// `stop` fires.
 async fn serve(
     router: &Arc<Router>,
     downstream: &mut Downstream,
     leg_events: &mut mpsc::UnboundedReceiver<LegEvent>,
+    restarts: &mut Restarts,
     stop: &CancellationToken,
 ) -> SessionExit {
     let mut legs_open = true;
@@ -358,7 +287,11 @@ async fn serve(
                 Some(LegEvent::Message(index, message)) => {
                     upstream_events::message(router, index, message).await;
                 }
-                Some(LegEvent::Closed(index)) => upstream_events::closed(router, index).await,
+                Some(LegEvent::Closed(index)) => {
+                    if let Some(ended) = upstream_events::closed(router, index).await {
+                        restarts.schedule(index, Some(ended));
+                    }
+                }
                 None => legs_open = false,
             },
             () = stop.cancelled() => return SessionExit::Stopped,

@@ -185,6 +185,8 @@ mod tests {
             separator: "__".into(),
             tools: tools.iter().map(|t| (*t).to_owned()).collect(),
             startup_timeout_ms: 1000,
+            restart_backoff_ms: 1000,
+            restart_max_backoff_ms: 60_000,
         }
     }
 

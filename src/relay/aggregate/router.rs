@@ -17,6 +17,7 @@ use super::denied::DeniedTools;
 use super::leg::Leg;
 use super::names::{Kind, NameBook};
 use super::own_session::Inventoried;
+use super::slots::LegSlots;
 use crate::config::AggregateConfig;
 use crate::jsonrpc::codes;
 use crate::transport::writer::FrameWriter;
@@ -25,10 +26,9 @@ use crate::transport::writer::FrameWriter;
 pub(super) struct Router {
     /// The `[[aggregate]]` served.
     pub(super) aggregate: AggregateConfig,
-    /// Each configured upstream's leg; `None` for one that did not start.
-    pub(super) legs: Vec<Option<Arc<Leg>>>,
-    /// Each leg's `initialize` result capabilities (`Null` when it did not start).
-    pub(super) capabilities: Vec<Value>,
+    /// Each configured upstream's leg, while it serves, and the
+    /// capabilities its `initialize` answered.
+    pub(super) legs: LegSlots,
     /// Frames to the agent.
     pub(super) client: FrameWriter,
     /// The names given out and what they stand for.
@@ -53,8 +53,7 @@ impl Router {
     /// A router over `legs`, writing to the agent through `client`.
     pub(super) fn new(
         aggregate: AggregateConfig,
-        legs: Vec<Option<Arc<Leg>>>,
-        capabilities: Vec<Value>,
+        legs: LegSlots,
         client: FrameWriter,
         inventory: watch::Receiver<Inventoried>,
         denied_tools: Option<DeniedTools>,
@@ -63,7 +62,6 @@ impl Router {
             book: Mutex::new(NameBook::new(&aggregate)),
             aggregate,
             legs,
-            capabilities,
             client,
             server_requests: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
@@ -105,8 +103,8 @@ impl Router {
     }
 
     /// The legs still serving.
-    pub(super) fn live_legs(&self) -> impl Iterator<Item = &Arc<Leg>> {
-        self.legs.iter().flatten().filter(|leg| !leg.is_gone())
+    pub(super) fn live_legs(&self) -> Vec<Arc<Leg>> {
+        self.legs.live()
     }
 
     /// Writes one message to the agent; a reply to a member of a batch
@@ -170,9 +168,10 @@ impl Router {
 
     /// The one live leg with `capability`, when there is exactly one.
     pub(super) fn only_leg_with(&self, capability: &str) -> Option<usize> {
-        let mut with = self
-            .live_legs()
-            .filter(|leg| self.capabilities[leg.index].get(capability).is_some());
+        let live = self.live_legs();
+        let mut with = live
+            .iter()
+            .filter(|leg| self.legs.capabilities(leg.index).get(capability).is_some());
         let leg = with.next()?;
         with.next().is_none().then_some(leg.index)
     }
@@ -182,7 +181,7 @@ impl Router {
     pub(super) async fn set_level(&self, id: Value, message: Value) {
         let mut replies = Vec::new();
         for leg in self.live_legs() {
-            if self.capabilities[leg.index].get("logging").is_none() {
+            if self.legs.capabilities(leg.index).get("logging").is_none() {
                 continue;
             }
             if let Ok(reply) = leg
@@ -217,7 +216,7 @@ impl Router {
         if self.refused(&id).await {
             return;
         }
-        let Some(target) = self.legs.get(leg).cloned().flatten() else {
+        let Some(target) = self.legs.get(leg) else {
             return self.unavailable(&id, leg).await;
         };
         let message_method = message["method"].as_str().unwrap_or_default().to_owned();
@@ -282,7 +281,7 @@ impl Router {
             let key = message["params"]["requestId"].to_string();
             let running = lock(&self.in_flight).get(&key).copied();
             if let Some((leg, leg_id)) = running {
-                if let Some(target) = self.legs.get(leg).cloned().flatten() {
+                if let Some(target) = self.legs.get(leg) {
                     message["params"]["requestId"] = Value::from(leg_id);
                     let _ = target.send(&message).await;
                 }
@@ -302,7 +301,7 @@ impl Router {
             tracing::debug!("the agent answered a request no upstream is waiting on");
             return;
         };
-        if let Some(target) = self.legs.get(leg).cloned().flatten() {
+        if let Some(target) = self.legs.get(leg) {
             message["id"] = original;
             let _ = target.send(&message).await;
         }

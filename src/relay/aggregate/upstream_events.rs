@@ -1,17 +1,18 @@
 //! What the upstreams send on their own: their requests to the agent
 //! (sampling, elicitation, roots) under ids unique across upstreams, their
 //! notifications, and the end of an upstream, which takes its tools,
-//! prompts and resources out of the agent's lists.
+//! prompts and resources out of the agent's lists until it comes back.
 
 use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::leg::Leg;
 use super::router::{lock, Router};
 
 /// A request or notification from leg `index`.
 pub(super) async fn message(router: &Arc<Router>, index: usize, mut message: Value) {
-    let Some(leg) = router.legs.get(index).cloned().flatten() else {
+    let Some(leg) = router.legs.get(index) else {
         return;
     };
     if message.get("method").is_none() {
@@ -52,18 +53,24 @@ pub(super) async fn message(router: &Arc<Router>, index: usize, mut message: Val
 /// Leg `index` ended: what it offered is forgotten and the agent is told
 /// its lists changed. Its requests in flight have already been answered
 /// -32011 (by its relay, or by the leg when the relay could not).
-pub(super) async fn closed(router: &Arc<Router>, index: usize) {
-    let name = router
-        .aggregate
-        .upstreams
-        .get(index)
-        .cloned()
-        .unwrap_or_default();
-    tracing::warn!(upstream = %name, aggregate = %router.aggregate.name,
+///
+/// Returns the ended leg, to be closed and its upstream started again;
+/// `None` when the end is not news: a leg that never served (one that
+/// failed to start or to come back) or an end already taken.
+pub(super) async fn closed(router: &Arc<Router>, index: usize) -> Option<Arc<Leg>> {
+    let ended = router.legs.take_gone(index)?;
+    tracing::warn!(upstream = %ended.name, aggregate = %router.aggregate.name,
         "an upstream of a virtual server went away; the others go on serving");
     lock(&router.book).forget_leg(index);
     lock(&router.server_requests).retain(|_, (leg, _)| *leg != index);
-    let capabilities = &router.capabilities[index];
+    lists_changed(router, index).await;
+    Some(ended)
+}
+
+/// Tells the agent that every list upstream `index` offers changed: it
+/// went away, or came back.
+pub(super) async fn lists_changed(router: &Router, index: usize) {
+    let capabilities = router.legs.capabilities(index);
     for (capability, method) in [
         ("tools", "notifications/tools/list_changed"),
         ("prompts", "notifications/prompts/list_changed"),
