@@ -126,6 +126,25 @@ pub fn value_digest(value: &Value) -> String {
     }
 }
 
+/// Checks that `value` has a canonical form (every number a finite
+/// double) without writing it, so a value can be accepted now and
+/// canonicalized later without that failing.
+pub fn check_value(value: &Value) -> Result<(), JcsError> {
+    match value {
+        Value::Number(number) => write_number(&mut Discard, number),
+        Value::Array(items) => items.iter().try_for_each(check_value),
+        Value::Object(members) => members.values().try_for_each(check_value),
+        Value::Null | Value::Bool(_) | Value::String(_) => Ok(()),
+    }
+}
+
+/// A sink that keeps nothing, for [`check_value`].
+struct Discard;
+
+impl Sink for Discard {
+    fn put(&mut self, _: &[u8]) {}
+}
+
 /// Streams the canonical form of `value` into `sink`.
 pub fn write_value<S: Sink>(sink: &mut S, value: &Value) -> Result<(), JcsError> {
     match value {

@@ -80,6 +80,28 @@ impl ChainHead {
     }
 }
 
+/// The `entry_id`s an appender hands out when the writer links entries
+/// later: the same numbering [`ChainHead`] does, without the hashes.
+#[derive(Debug, Default)]
+pub(crate) struct Sequence {
+    last: u64,
+    epoch: u64,
+}
+
+impl Sequence {
+    /// The next `entry_id` in `epoch`. When the log failed or recovered
+    /// since the last one, the entries numbered after `on_disk` were
+    /// refused, so numbering goes on from there, as the head's does.
+    pub(crate) fn next(&mut self, epoch: u64, on_disk: impl FnOnce() -> u64) -> u64 {
+        if self.epoch != epoch {
+            self.last = on_disk();
+            self.epoch = epoch;
+        }
+        self.last += 1;
+        self.last
+    }
+}
+
 /// A freshly linked entry and its JSONL line, ready to enqueue.
 #[derive(Debug)]
 pub(crate) struct Linked {
@@ -142,5 +164,28 @@ mod tests {
             .entry;
         assert_eq!(again.entry_id, "2");
         assert_eq!(again.previous_hash, Some(first.entry_hash));
+    }
+
+    /// A sequence numbers entries exactly as a head links them, across a
+    /// rewind to the tip on disk.
+    #[test]
+    fn a_sequence_numbers_as_the_head_links() {
+        let mut head = ChainHead::default();
+        let mut sequence = Sequence::default();
+        let mut link = |epoch: u64, on_disk: &Tip| {
+            head.resync(epoch, || on_disk.clone());
+            let linked = head
+                .link("s", AuditRecord::new("r", "steps/toolCallRequest"))
+                .unwrap();
+            linked.tip.entry_id
+        };
+        let mut on_disk = Tip::default();
+        for epoch in [0, 0, 0, 1, 1, 2] {
+            let numbered = sequence.next(epoch, || on_disk.entry_id);
+            assert_eq!(numbered, link(epoch, &on_disk));
+            if numbered == 2 {
+                on_disk.entry_id = 2;
+            }
+        }
     }
 }

@@ -34,8 +34,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::link::Written;
 use super::outage::Outage;
-use super::queue::{Ack, Command, Written};
+use super::queue::{Ack, Command, Queued};
 use super::settings::FsyncMode;
 use super::status::Status;
 use super::AuditError;
@@ -55,6 +56,8 @@ struct Round {
     awaited: u64,
     /// Appends already acknowledged when queued (`Batch`, `Never`).
     acknowledged: u64,
+    /// Why an entry the writer linked could not be hashed.
+    failed: Option<AuditError>,
 }
 
 impl Round {
@@ -64,15 +67,14 @@ impl Round {
     fn add(&mut self, command: Command, epoch: u64, status: &Status) -> u64 {
         match command {
             Command::Append {
-                line,
+                entry,
                 ack,
                 epoch: linked_in,
-                written,
             } => {
                 if linked_in != epoch {
                     return refuse_stale(ack, status);
                 }
-                self.bytes.extend_from_slice(&line);
+                self.push(entry, epoch);
                 match ack {
                     Some(ack) => {
                         self.awaited += 1;
@@ -80,7 +82,10 @@ impl Round {
                     }
                     None => self.acknowledged += 1,
                 }
-                self.written.push(written);
+            }
+            // Every entry queued before it is linked by now.
+            Command::Linked { ack } => {
+                let _ = ack.send(());
             }
             Command::Flush { ack } => {
                 self.sync_requested = true;
@@ -88,6 +93,33 @@ impl Round {
             }
         }
         0
+    }
+
+    /// Adds the entry's line, linking it first if its appender left that
+    /// to the writer. Entries come in queue order, which is chain order.
+    fn push(&mut self, entry: Queued, epoch: u64) {
+        let (line, written) = match entry {
+            Queued::Line { line, written } => (line, written),
+            Queued::Deferred(deferred) => match deferred.link(epoch) {
+                Ok((linked, link)) => {
+                    let written = Written {
+                        link,
+                        tip: linked.tip,
+                    };
+                    (linked.line, written)
+                }
+                // Appenders check what could fail before they queue, so
+                // this is not expected; if it happens anyway the round
+                // fails as a failed write does, and the chain goes on from
+                // the entry before.
+                Err(error) => {
+                    self.failed.get_or_insert(error);
+                    return;
+                }
+            },
+        };
+        self.bytes.extend_from_slice(&line);
+        self.written.push(written);
     }
 
     /// Tells every waiter the round's outcome. A waiter that went away (its
@@ -211,7 +243,7 @@ impl Writer {
     async fn gather(&self, first: &Command) {
         let waited_for = match first {
             Command::Append { ack, .. } => ack.is_some(),
-            Command::Flush { .. } => true,
+            Command::Linked { .. } | Command::Flush { .. } => true,
         };
         if waited_for || self.outage.is_some() || self.mode == FsyncMode::Always {
             return;
@@ -237,9 +269,15 @@ impl Writer {
         round
     }
 
-    async fn commit(&mut self, round: Round) {
+    async fn commit(&mut self, mut round: Round) {
         if !self.status.is_healthy() {
             self.refuse(round, || AuditError::Unavailable);
+            return;
+        }
+        if let Some(error) = round.failed.take() {
+            let error = Arc::new(io::Error::other(error));
+            self.fail(&error);
+            self.refuse(round, || AuditError::Write(Arc::clone(&error)));
             return;
         }
         let sync = round.sync_requested || self.sync_due();
