@@ -5,7 +5,7 @@
 //! previous hash) is plain synchronous code that runs under a lock and that
 //! tests can drive without a file.
 
-use super::chain::hashed_line;
+use super::chain::hashed_line_into;
 use super::entry::ContextEntry;
 use super::record::AuditRecord;
 use super::AuditError;
@@ -64,20 +64,41 @@ impl ChainHead {
         record: AuditRecord,
         timestamp: String,
     ) -> Result<Linked, AuditError> {
+        // Typical entries are 500-700 bytes; sizing up front saves regrowing.
+        let mut line = Vec::with_capacity(1024);
+        let (entry, tip) = self.link_into(session_id, record, timestamp, &mut line)?;
+        Ok(Linked { entry, line, tip })
+    }
+
+    /// [`Self::link_at`], appending the line to `out` (left as it was on
+    /// error): the writer links straight into the bytes of its round.
+    pub(crate) fn link_into(
+        &mut self,
+        session_id: &str,
+        record: AuditRecord,
+        timestamp: String,
+        out: &mut Vec<u8>,
+    ) -> Result<(ContextEntry, Tip), AuditError> {
         let entry_id = self.tip.entry_id + 1;
         let mut entry = record.into_entry(session_id, entry_id, timestamp, self.tip.hash.clone());
-        let (hash, line) = hashed_line(&entry)?;
-        entry.entry_hash = hash;
+        entry.entry_hash = hashed_line_into(&entry, out)?;
         self.tip = Tip {
             entry_id,
             hash: Some(entry.entry_hash.clone()),
         };
-        Ok(Linked {
-            entry,
-            line,
-            tip: self.tip.clone(),
-        })
+        Ok((entry, self.tip.clone()))
     }
+}
+
+/// A freshly linked entry and its JSONL line, ready to enqueue.
+#[derive(Debug)]
+pub(crate) struct Linked {
+    /// The entry as hashed.
+    pub(crate) entry: ContextEntry,
+    /// `entry` serialized, newline included.
+    pub(crate) line: Vec<u8>,
+    /// The chain's tip once this entry is in the file.
+    pub(crate) tip: Tip,
 }
 
 /// The `entry_id`s an appender hands out when the writer links entries
@@ -100,17 +121,6 @@ impl Sequence {
         self.last += 1;
         self.last
     }
-}
-
-/// A freshly linked entry and its JSONL line, ready to enqueue.
-#[derive(Debug)]
-pub(crate) struct Linked {
-    /// The entry as hashed.
-    pub(crate) entry: ContextEntry,
-    /// `entry` serialized, newline included.
-    pub(crate) line: Vec<u8>,
-    /// The chain's tip once this entry is in the file.
-    pub(crate) tip: Tip,
 }
 
 #[cfg(test)]

@@ -119,18 +119,29 @@ pub(crate) struct Deferred {
 }
 
 impl Deferred {
-    /// Links the entry onto its chain: the writer calls this for each
-    /// deferred entry in queue order, which is the order they were
-    /// numbered in, so the chain comes out exactly as if each appender had
-    /// linked its own.
-    pub(crate) fn link(self, epoch: u64) -> Result<(Linked, Arc<Link>), AuditError> {
-        let linked = {
-            let mut head = self.link.lock_head();
-            self.link
-                .link(&mut head, self.record, epoch, self.timestamp)?
+    /// Links the entry onto its chain, appending its line to `out` (left
+    /// as it was on error). The writer calls this for each deferred entry
+    /// in queue order, which is the order they were numbered in, so the
+    /// chain comes out exactly as if each appender had linked its own.
+    pub(crate) fn link_into(
+        self: Box<Self>,
+        epoch: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<Written, AuditError> {
+        let Self {
+            link,
+            record,
+            timestamp,
+            entry_id,
+        } = *self;
+        let tip = {
+            let mut head = link.lock_head();
+            link.resync(&mut head, epoch);
+            let record = link.complete(record);
+            head.link_into(&link.session_id, record, timestamp, out)?.1
         };
-        debug_assert_eq!(linked.tip.entry_id, self.entry_id, "numbered in order");
-        Ok((linked, self.link))
+        debug_assert_eq!(tip.entry_id, entry_id, "numbered in order");
+        Ok(Written { link, tip })
     }
 }
 

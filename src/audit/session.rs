@@ -252,14 +252,16 @@ mod tests {
     /// With `batch` and `never` the appender only numbers its entry: on
     /// this one-thread runtime the writer cannot run while the appender
     /// does, so nothing is linked yet when the appends resolve. The writer
-    /// then links them in the order they were numbered.
+    /// then links them in the order they were numbered, and `head` waits
+    /// for that.
     #[tokio::test]
     async fn batch_and_never_appenders_leave_the_hashing_to_the_writer() {
         for fsync in [FsyncMode::Batch, FsyncMode::Never] {
             let dir = tempfile::tempdir().unwrap();
             let log = open(&dir, fsync);
             let chain = log.session("s");
-            for step in 1..=3 {
+            // More than the writer links between two yields.
+            for step in 1..=20 {
                 let receipt = chain
                     .append(AuditRecord::new(
                         format!("r{step}"),
@@ -274,7 +276,7 @@ mod tests {
             let head = chain.head().await.unwrap();
             log.flush().await.unwrap();
             let report = crate::audit::verify_file(dir.path().join("a.jsonl")).unwrap();
-            assert_eq!(report.entries, 3);
+            assert_eq!(report.entries, 20);
             assert_eq!(report.sessions[0].head, head);
         }
     }

@@ -31,10 +31,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::link::Written;
+use super::link::{Deferred, Written};
 use super::outage::Outage;
 use super::queue::{Ack, Command, Queued};
 use super::settings::FsyncMode;
@@ -56,9 +56,20 @@ struct Round {
     awaited: u64,
     /// Appends already acknowledged when queued (`Batch`, `Never`).
     acknowledged: u64,
+    /// Entries the writer links, and `Linked` waiters, in queue order.
+    pending: Vec<Pending>,
     /// Why an entry the writer linked could not be hashed.
     failed: Option<AuditError>,
 }
+
+/// What waits in a round for the writer to link it.
+enum Pending {
+    Entry(Box<Deferred>),
+    Linked(oneshot::Sender<()>),
+}
+
+/// How many entries the writer links between two yields.
+const LINK_SLICE: usize = 8;
 
 impl Round {
     /// Adds `command`, or refuses it at once when it was linked in an
@@ -74,7 +85,7 @@ impl Round {
                 if linked_in != epoch {
                     return refuse_stale(ack, status);
                 }
-                self.push(entry, epoch);
+                self.push(entry);
                 match ack {
                     Some(ack) => {
                         self.awaited += 1;
@@ -83,9 +94,13 @@ impl Round {
                     None => self.acknowledged += 1,
                 }
             }
-            // Every entry queued before it is linked by now.
+            // Answered once every entry queued before it is linked.
             Command::Linked { ack } => {
-                let _ = ack.send(());
+                if self.pending.is_empty() {
+                    let _ = ack.send(());
+                } else {
+                    self.pending.push(Pending::Linked(ack));
+                }
             }
             Command::Flush { ack } => {
                 self.sync_requested = true;
@@ -95,31 +110,44 @@ impl Round {
         0
     }
 
-    /// Adds the entry's line, linking it first if its appender left that
-    /// to the writer. Entries come in queue order, which is chain order.
-    fn push(&mut self, entry: Queued, epoch: u64) {
-        let (line, written) = match entry {
-            Queued::Line { line, written } => (line, written),
-            Queued::Deferred(deferred) => match deferred.link(epoch) {
-                Ok((linked, link)) => {
-                    let written = Written {
-                        link,
-                        tip: linked.tip,
-                    };
-                    (linked.line, written)
+    /// Adds a line its appender linked; an entry its appender only
+    /// numbered waits for [`Self::link_pending`].
+    fn push(&mut self, entry: Queued) {
+        match entry {
+            Queued::Line { line, written } => {
+                self.bytes.extend_from_slice(&line);
+                self.written.push(written);
+            }
+            Queued::Deferred(deferred) => self.pending.push(Pending::Entry(deferred)),
+        }
+    }
+
+    /// Links the round's deferred entries, in queue order, straight into
+    /// its bytes, answering each `Linked` waiter at its place in that
+    /// order. On a one-thread runtime the writer shares its thread with
+    /// the messages, so it yields every [`LINK_SLICE`] entries: a round of
+    /// a hundred entries must not hold a message back for all of them.
+    async fn link_pending(&mut self, epoch: u64) {
+        for (index, pending) in std::mem::take(&mut self.pending).into_iter().enumerate() {
+            if index > 0 && index % LINK_SLICE == 0 {
+                tokio::task::yield_now().await;
+            }
+            match pending {
+                Pending::Entry(deferred) => match deferred.link_into(epoch, &mut self.bytes) {
+                    Ok(written) => self.written.push(written),
+                    // Appenders check what could fail before they queue,
+                    // so this is not expected; if it happens anyway the
+                    // round fails as a failed write does, and the chain
+                    // goes on from the entry before.
+                    Err(error) => {
+                        self.failed.get_or_insert(error);
+                    }
+                },
+                Pending::Linked(ack) => {
+                    let _ = ack.send(());
                 }
-                // Appenders check what could fail before they queue, so
-                // this is not expected; if it happens anyway the round
-                // fails as a failed write does, and the chain goes on from
-                // the entry before.
-                Err(error) => {
-                    self.failed.get_or_insert(error);
-                    return;
-                }
-            },
-        };
-        self.bytes.extend_from_slice(&line);
-        self.written.push(written);
+            }
+        }
     }
 
     /// Tells every waiter the round's outcome. A waiter that went away (its
@@ -201,7 +229,9 @@ impl Writer {
     pub(crate) async fn run(mut self) {
         while let Some(first) = self.next_command().await {
             self.gather(&first).await;
-            let round = self.drain(first);
+            let epoch = self.status.epoch();
+            let mut round = self.drain(first, epoch);
+            round.link_pending(epoch).await;
             self.commit(round).await;
         }
         if self.unsynced && self.mode != FsyncMode::Never {
@@ -253,8 +283,7 @@ impl Writer {
 
     /// Takes everything already queued, up to the queue's capacity so one
     /// round cannot grow without bound while appenders keep refilling it.
-    fn drain(&mut self, first: Command) -> Round {
-        let epoch = self.status.epoch();
+    fn drain(&mut self, first: Command, epoch: u64) -> Round {
         let mut round = Round::default();
         let mut lost = round.add(first, epoch, &self.status);
         for _ in 1..self.commands.max_capacity() {
