@@ -8,7 +8,7 @@
 //! Entries this proxy makes are hashed straight from the typed
 //! [`ContextEntry`]: its members are written in canonical order, with no
 //! JSON tree in between, into a buffer that is hashed and then becomes the
-//! log line ([`hashed_line`]). Tests pin that this gives the same bytes as
+//! log line ([`hashed_line_into`]). Tests pin that this gives the same bytes as
 //! the generic path over the entry's JSON.
 
 use serde_json::{Map, Value};
@@ -21,7 +21,7 @@ use crate::jcs::{self, HashSink, JcsError, Sink};
 
 /// Computes the §8.2 `entry_hash` of `entry` from its content and its
 /// `previous_hash` (the stored `entry_hash` is ignored), streamed into the
-/// hasher. Linking uses `hashed_line`, which also keeps the bytes for
+/// hasher. Linking uses `hashed_line_into`, which also keeps the bytes for
 /// the log line; this independent path is what tests check it against.
 pub fn entry_hash(entry: &ContextEntry) -> Result<String, AuditError> {
     let previous = previous_digest(entry)?;
@@ -43,34 +43,50 @@ fn previous_digest(entry: &ContextEntry) -> Result<Option<[u8; 32]>, AuditError>
         .transpose()
 }
 
-/// The entry's JSONL line (newline included) and its §8.2 `entry_hash`,
-/// from one canonical pass: the content is written once, in canonical
-/// member order, hashed as it stands, and then becomes the line by gaining
-/// the two chain members. The stored line is thus the hashed bytes plus
-/// `entry_hash` and `previous_hash`, which every reader parses as JSON.
-pub(crate) fn hashed_line(entry: &ContextEntry) -> Result<(String, Vec<u8>), AuditError> {
-    let previous = previous_digest(entry)?;
+/// The entry's JSONL line (newline included) and its §8.2 `entry_hash`;
+/// see [`hashed_line_into`].
+#[cfg(test)]
+fn hashed_line(entry: &ContextEntry) -> Result<(String, Vec<u8>), AuditError> {
     // Typical entries are 500-700 bytes; sizing up front saves regrowing.
     let mut line = Vec::with_capacity(1024);
-    write_content(&mut line, entry)?;
+    let hash = hashed_line_into(entry, &mut line)?;
+    Ok((hash, line))
+}
+
+/// Appends the entry's JSONL line (newline included) to `out` and returns
+/// its §8.2 `entry_hash`, from one canonical pass: the content is written
+/// once, in canonical member order, hashed as it stands, and then becomes
+/// the line by gaining the two chain members. The stored line is thus the
+/// hashed bytes plus `entry_hash` and `previous_hash`, which every reader
+/// parses as JSON. On error `out` is left as it was.
+pub(crate) fn hashed_line_into(
+    entry: &ContextEntry,
+    out: &mut Vec<u8>,
+) -> Result<String, AuditError> {
+    let previous = previous_digest(entry)?;
+    let start = out.len();
+    if let Err(error) = write_content(out, entry) {
+        out.truncate(start);
+        return Err(error.into());
+    }
     let mut hasher = Sha256::new();
-    hasher.update(&line);
+    hasher.update(&out[start..]);
     if let Some(previous) = &previous {
         hasher.update(previous);
     }
     let hash = jcs::hex_lower(&hasher.finalize());
     // The content always has members (entry_id, …), so it ends in `}`
     // preceded by a member: replace the brace with a comma.
-    line.pop();
-    line.extend_from_slice(b",\"entry_hash\":\"");
-    line.extend_from_slice(hash.as_bytes());
-    line.extend_from_slice(b"\",\"previous_hash\":");
+    out.pop();
+    out.extend_from_slice(b",\"entry_hash\":\"");
+    out.extend_from_slice(hash.as_bytes());
+    out.extend_from_slice(b"\",\"previous_hash\":");
     match &entry.previous_hash {
-        Some(previous) => jcs::write_str(&mut line, previous),
-        None => line.extend_from_slice(b"null"),
+        Some(previous) => jcs::write_str(out, previous),
+        None => out.extend_from_slice(b"null"),
     }
-    line.extend_from_slice(b"}\n");
-    Ok((hash, line))
+    out.extend_from_slice(b"}\n");
+    Ok(hash)
 }
 
 /// Computes the §8.2 `entry_hash` of a ContextEntry given as JSON.

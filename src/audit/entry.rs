@@ -5,7 +5,7 @@
 //! about the decision and what it did, then the chain members. That is the
 //! order serde writes; the log itself stores each entry as its canonical
 //! (sorted) content followed by the chain members, the bytes it hashed
-//! (see `chain::hashed_line`). Readers parse lines as JSON, so member order
+//! (see `chain::hashed_line_into`). Readers parse lines as JSON, so member order
 //! carries no meaning.
 
 use serde::{Deserialize, Serialize};

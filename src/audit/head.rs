@@ -5,7 +5,7 @@
 //! previous hash) is plain synchronous code that runs under a lock and that
 //! tests can drive without a file.
 
-use super::chain::hashed_line;
+use super::chain::hashed_line_into;
 use super::entry::ContextEntry;
 use super::record::AuditRecord;
 use super::AuditError;
@@ -64,19 +64,29 @@ impl ChainHead {
         record: AuditRecord,
         timestamp: String,
     ) -> Result<Linked, AuditError> {
+        // Typical entries are 500-700 bytes; sizing up front saves regrowing.
+        let mut line = Vec::with_capacity(1024);
+        let (entry, tip) = self.link_into(session_id, record, timestamp, &mut line)?;
+        Ok(Linked { entry, line, tip })
+    }
+
+    /// [`Self::link_at`], appending the line to `out` (left as it was on
+    /// error): the writer links straight into the bytes of its round.
+    pub(crate) fn link_into(
+        &mut self,
+        session_id: &str,
+        record: AuditRecord,
+        timestamp: String,
+        out: &mut Vec<u8>,
+    ) -> Result<(ContextEntry, Tip), AuditError> {
         let entry_id = self.tip.entry_id + 1;
         let mut entry = record.into_entry(session_id, entry_id, timestamp, self.tip.hash.clone());
-        let (hash, line) = hashed_line(&entry)?;
-        entry.entry_hash = hash;
+        entry.entry_hash = hashed_line_into(&entry, out)?;
         self.tip = Tip {
             entry_id,
             hash: Some(entry.entry_hash.clone()),
         };
-        Ok(Linked {
-            entry,
-            line,
-            tip: self.tip.clone(),
-        })
+        Ok((entry, self.tip.clone()))
     }
 }
 
@@ -89,6 +99,28 @@ pub(crate) struct Linked {
     pub(crate) line: Vec<u8>,
     /// The chain's tip once this entry is in the file.
     pub(crate) tip: Tip,
+}
+
+/// The `entry_id`s an appender hands out when the writer links entries
+/// later: the same numbering [`ChainHead`] does, without the hashes.
+#[derive(Debug, Default)]
+pub(crate) struct Sequence {
+    last: u64,
+    epoch: u64,
+}
+
+impl Sequence {
+    /// The next `entry_id` in `epoch`. When the log failed or recovered
+    /// since the last one, the entries numbered after `on_disk` were
+    /// refused, so numbering goes on from there, as the head's does.
+    pub(crate) fn next(&mut self, epoch: u64, on_disk: impl FnOnce() -> u64) -> u64 {
+        if self.epoch != epoch {
+            self.last = on_disk();
+            self.epoch = epoch;
+        }
+        self.last += 1;
+        self.last
+    }
 }
 
 #[cfg(test)]
@@ -142,5 +174,28 @@ mod tests {
             .entry;
         assert_eq!(again.entry_id, "2");
         assert_eq!(again.previous_hash, Some(first.entry_hash));
+    }
+
+    /// A sequence numbers entries exactly as a head links them, across a
+    /// rewind to the tip on disk.
+    #[test]
+    fn a_sequence_numbers_as_the_head_links() {
+        let mut head = ChainHead::default();
+        let mut sequence = Sequence::default();
+        let mut link = |epoch: u64, on_disk: &Tip| {
+            head.resync(epoch, || on_disk.clone());
+            let linked = head
+                .link("s", AuditRecord::new("r", "steps/toolCallRequest"))
+                .unwrap();
+            linked.tip.entry_id
+        };
+        let mut on_disk = Tip::default();
+        for epoch in [0, 0, 0, 1, 1, 2] {
+            let numbered = sequence.next(epoch, || on_disk.entry_id);
+            assert_eq!(numbered, link(epoch, &on_disk));
+            if numbered == 2 {
+                on_disk.entry_id = 2;
+            }
+        }
     }
 }

@@ -33,6 +33,7 @@ mod chain;
 mod entry;
 pub mod export;
 mod head;
+mod link;
 mod monitored;
 mod outage;
 mod outcome;

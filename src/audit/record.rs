@@ -172,6 +172,17 @@ impl AuditRecord {
         &self.entry.step_type
     }
 
+    /// Checks that the record's JSON values (`mcp_id`, `hook_params`) have a
+    /// canonical form, so that hashing the entry later cannot fail. Every
+    /// other member is a string or a flag, which always has one.
+    pub(crate) fn check_canonical(&self) -> Result<(), crate::jcs::JcsError> {
+        let values = [&self.entry.mcp_id, &self.entry.hook_params];
+        values
+            .into_iter()
+            .flatten()
+            .try_for_each(crate::jcs::check_value)
+    }
+
     /// Completes the record with its chain position; `entry_hash` is left
     /// empty for the caller (the chain head) to compute.
     pub(crate) fn into_entry(
@@ -194,6 +205,20 @@ impl AuditRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_number_beyond_the_double_range_has_no_canonical_form() {
+        let number = |text: &str| Value::Number(serde_json::from_str(text).unwrap());
+        let record = AuditRecord::new("r", "steps/toolCallRequest").mcp_id(number("7"));
+        assert!(record.check_canonical().is_ok());
+        let params = serde_json::json!({"payload": {"arguments": [1.5, number("1e400")]}});
+        assert!(record
+            .clone()
+            .hook_params(params)
+            .check_canonical()
+            .is_err());
+        assert!(record.mcp_id(number("-1e999")).check_canonical().is_err());
+    }
 
     #[test]
     fn into_entry_fills_only_chain_members() {

@@ -2,22 +2,29 @@
 //!
 //! Many tasks of a session may append at once (requests are decided
 //! concurrently), yet the file must hold the session's entries in chain
-//! order. Each append first waits for room in the writer's queue, then links
-//! and enqueues under a short synchronous lock, so the order entries are
-//! linked in is the order they are queued in, and no lock is held across an
-//! `.await`.
+//! order. Each append first waits for room in the writer's queue, then
+//! numbers (and, with [`FsyncMode::Always`], links) and enqueues under a
+//! short synchronous lock, so the order entries are numbered in is the
+//! order they are queued in, and no lock is held across an `.await`.
+//!
+//! With `Batch` and `Never` an entry is acknowledged once queued, so the
+//! appender does not hash it: the writer links queued entries in order
+//! (see [`super::link`]), after the message the entry is about has moved.
+//! `Always` keeps the entry hashed before the append resolves, as the
+//! appender waits for the disk anyway.
 //!
 //! The chain also knows its last entry that reached the file (the writer
 //! reports each one). When a write fails, the entries after it are refused,
 //! and the next link after the log recovers continues from that entry, so
 //! the file never holds a link to an entry it does not have.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::head::{ChainHead, Tip};
-use super::queue::{lock, Command, Written};
+use super::head::Sequence;
+use super::link::{lock, Deferred, Link, Written};
+use super::queue::{Command, Queued};
 use super::record::AuditRecord;
 use super::settings::FsyncMode;
 use super::store::AuditLog;
@@ -25,33 +32,21 @@ use super::AuditError;
 use crate::hooks::Identity;
 
 /// What an append recorded: the caller can cite `entry_id` (e.g. as
-/// `audit_entry_id` in an error reply) and `entry_hash` is the new head.
+/// `audit_entry_id` in an error reply). The entry's hash is known only
+/// once the writer links it; [`AuditChain::head`] gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppendReceipt {
     /// The entry's position in its session: "1", "2", …
     pub entry_id: String,
-    /// The entry's §8.2 hash, now the session's `chain_hash`.
-    pub entry_hash: String,
 }
 
 /// One session's chain; cheap to clone, clones share the chain.
 #[derive(Debug, Clone)]
 pub struct AuditChain {
     log: AuditLog,
-    state: Arc<State>,
-}
-
-#[derive(Debug)]
-pub(crate) struct State {
-    session_id: String,
-    /// Who opened the session, named on every entry.
-    caller: Option<Arc<Identity>>,
-    /// The upstream of a virtual server the session reaches, named on
-    /// every entry.
-    upstream: Option<String>,
-    head: Mutex<ChainHead>,
-    /// The last entry the writer put in the file.
-    on_disk: Arc<Mutex<Tip>>,
+    link: Arc<Link>,
+    /// Numbers entries the writer links (`Batch`, `Never`).
+    sequence: Arc<Mutex<Sequence>>,
 }
 
 /// Resolves when the writer has synced an entry (`Always` mode only).
@@ -72,7 +67,7 @@ impl AuditLog {
     /// As [`Self::session`], for a session opened by `caller`: every entry
     /// of the chain names it.
     pub fn session_of(&self, session_id: &str, caller: Option<Arc<Identity>>) -> AuditChain {
-        AuditChain::new(self.clone(), session_id, caller)
+        AuditChain::new(self.clone(), Link::new(session_id, caller, None))
     }
 
     /// As [`Self::session_of`], for a session that is the upstream
@@ -84,40 +79,46 @@ impl AuditLog {
         caller: Option<Arc<Identity>>,
         upstream: &str,
     ) -> AuditChain {
-        let mut chain = AuditChain::new(self.clone(), session_id, caller);
-        if let Some(state) = Arc::get_mut(&mut chain.state) {
-            state.upstream = Some(upstream.to_owned());
-        }
-        chain
+        let link = Link::new(session_id, caller, Some(upstream.to_owned()));
+        AuditChain::new(self.clone(), link)
     }
 }
 
 impl AuditChain {
-    /// Starts an empty chain for `session_id` on `log`.
-    pub(crate) fn new(log: AuditLog, session_id: &str, caller: Option<Arc<Identity>>) -> Self {
+    /// Starts the empty chain `link` on `log`.
+    fn new(log: AuditLog, link: Link) -> Self {
         Self {
             log,
-            state: Arc::new(State {
-                session_id: session_id.to_owned(),
-                caller,
-                upstream: None,
-                head: Mutex::new(ChainHead::default()),
-                on_disk: Arc::new(Mutex::new(Tip::default())),
-            }),
+            link: Arc::new(link),
+            sequence: Arc::default(),
         }
     }
 
     /// The session this chain records.
     pub fn session_id(&self) -> &str {
-        &self.state.session_id
+        self.link.session_id()
     }
 
     /// The latest `entry_hash` (the session's `chain_hash`), `None` before
-    /// the first append.
-    pub fn head(&self) -> Option<String> {
-        let mut head = self.lock_head();
-        self.resync(&mut head);
-        head.hash().map(str::to_owned)
+    /// the first append. Entries appended before the call are linked by
+    /// then, whichever task appended them.
+    pub async fn head(&self) -> Option<String> {
+        if self.log.fsync_mode() != FsyncMode::Always {
+            self.wait_until_linked().await;
+        }
+        self.link.hash(self.log.status().epoch())
+    }
+
+    /// Waits until the writer linked everything queued so far. A writer
+    /// that is gone links nothing more, so the head is as current as it
+    /// gets then too.
+    async fn wait_until_linked(&self) {
+        let Ok(permit) = self.log.reserve().await else {
+            return;
+        };
+        let (ack, linked) = oneshot::channel();
+        permit.send(Command::Linked { ack });
+        let _ = linked.await;
     }
 
     /// Records `record` as the session's next entry.
@@ -135,11 +136,15 @@ impl AuditChain {
         let permit = self.log.reserve().await?;
         // The log may have failed while we waited; don't queue behind that.
         self.log.ensure_healthy().map_err(refused)?;
-        let (receipt, durable) = self.link_and_enqueue(permit, record)?;
-        if let Some(durable) = durable {
-            // The writer counts the entries it refuses.
-            durable.await.map_err(|_| AuditError::Unavailable)??;
-        }
+        let receipt = match self.log.fsync_mode() {
+            FsyncMode::Always => {
+                let (receipt, durable) = self.link_and_enqueue(permit, record)?;
+                // The writer counts the entries it refuses.
+                durable.await.map_err(|_| AuditError::Unavailable)??;
+                receipt
+            }
+            FsyncMode::Batch | FsyncMode::Never => self.number_and_enqueue(permit, record)?,
+        };
         Ok(receipt)
     }
 
@@ -150,53 +155,62 @@ impl AuditChain {
         &self,
         permit: mpsc::Permit<'_, Command>,
         record: AuditRecord,
-    ) -> Result<(AppendReceipt, Option<Durable>), AuditError> {
-        let (ack, durable) = match self.log.fsync_mode() {
-            FsyncMode::Always => {
-                let (ack, durable) = oneshot::channel();
-                (Some(ack), Some(durable))
-            }
-            FsyncMode::Batch | FsyncMode::Never => (None, None),
-        };
-        let record = match &self.state.caller {
-            Some(caller) => record.caller(caller),
-            None => record,
-        };
-        let record = match &self.state.upstream {
-            Some(upstream) => record.upstream(upstream),
-            None => record,
-        };
-        let mut head = self.lock_head();
-        let epoch = self.resync(&mut head);
-        let linked = head.link(&self.state.session_id, record)?;
+    ) -> Result<(AppendReceipt, Durable), AuditError> {
+        let (ack, durable) = oneshot::channel();
+        let mut head = self.link.lock_head();
+        let epoch = self.log.status().epoch();
+        let linked = self
+            .link
+            .link(&mut head, record, epoch, crate::hooks::now_rfc3339())?;
         let written = Written {
-            on_disk: Arc::clone(&self.state.on_disk),
+            link: Arc::clone(&self.link),
             tip: linked.tip,
         };
         permit.send(Command::Append {
-            line: linked.line,
-            ack,
+            entry: Queued::Line {
+                line: linked.line,
+                written,
+            },
+            ack: Some(ack),
             epoch,
-            written,
         });
         drop(head);
         let receipt = AppendReceipt {
             entry_id: linked.entry.entry_id,
-            entry_hash: linked.entry.entry_hash,
         };
         Ok((receipt, durable))
     }
 
-    /// Rewinds `head` to the entry on disk if the log failed or recovered
-    /// since it last linked; returns the epoch it is now in.
-    fn resync(&self, head: &mut ChainHead) -> u64 {
+    /// Numbers the record and enqueues it for the writer to link, in one
+    /// critical section so entries are queued in the order they are
+    /// numbered. Only values that could fail to hash are checked here, so
+    /// an entry acknowledged now cannot fail to link later.
+    fn number_and_enqueue(
+        &self,
+        permit: mpsc::Permit<'_, Command>,
+        record: AuditRecord,
+    ) -> Result<AppendReceipt, AuditError> {
+        record.check_canonical()?;
+        let mut sequence = lock(&self.sequence);
+        // Stamped now, in numbering order: the step happens now, not when
+        // the writer links it.
+        let timestamp = crate::hooks::now_rfc3339();
         let epoch = self.log.status().epoch();
-        head.resync(epoch, || lock(&self.state.on_disk).clone());
-        epoch
-    }
-
-    fn lock_head(&self) -> MutexGuard<'_, ChainHead> {
-        lock(&self.state.head)
+        let entry_id = sequence.next(epoch, || self.link.on_disk().entry_id);
+        permit.send(Command::Append {
+            entry: Queued::Deferred(Box::new(Deferred {
+                link: Arc::clone(&self.link),
+                record,
+                timestamp,
+                entry_id,
+            })),
+            ack: None,
+            epoch,
+        });
+        drop(sequence);
+        Ok(AppendReceipt {
+            entry_id: entry_id.to_string(),
+        })
     }
 }
 
@@ -216,12 +230,89 @@ mod tests {
         })
         .unwrap();
         let chain = log.session("s");
-        assert_eq!(chain.head(), None);
+        assert_eq!(chain.head().await, None);
         let append = chain.append(AuditRecord::new("r", "steps/sessionStart"));
         assert_send(&append);
         let receipt = append.await.unwrap();
         assert_eq!(receipt.entry_id, "1");
-        assert_eq!(chain.head(), Some(receipt.entry_hash));
+        let head = chain.head();
+        assert_send(&head);
+        assert!(head.await.is_some());
         assert_eq!(chain.session_id(), "s");
+    }
+
+    fn open(dir: &tempfile::TempDir, fsync: FsyncMode) -> AuditLog {
+        AuditLog::open(&AuditSettings {
+            path: dir.path().join("a.jsonl"),
+            fsync,
+        })
+        .unwrap()
+    }
+
+    /// With `batch` and `never` the appender only numbers its entry: on
+    /// this one-thread runtime the writer cannot run while the appender
+    /// does, so nothing is linked yet when the appends resolve. The writer
+    /// then links them in the order they were numbered, and `head` waits
+    /// for that.
+    #[tokio::test]
+    async fn batch_and_never_appenders_leave_the_hashing_to_the_writer() {
+        for fsync in [FsyncMode::Batch, FsyncMode::Never] {
+            let dir = tempfile::tempdir().unwrap();
+            let log = open(&dir, fsync);
+            let chain = log.session("s");
+            // More than the writer links between two yields.
+            for step in 1..=20 {
+                let receipt = chain
+                    .append(AuditRecord::new(
+                        format!("r{step}"),
+                        "steps/toolCallRequest",
+                    ))
+                    .await
+                    .unwrap();
+                assert_eq!(receipt.entry_id, step.to_string());
+            }
+            let epoch = log.status().epoch();
+            assert_eq!(chain.link.hash(epoch), None, "{fsync:?}: not hashed yet");
+            let head = chain.head().await.unwrap();
+            log.flush().await.unwrap();
+            let report = crate::audit::verify_file(dir.path().join("a.jsonl")).unwrap();
+            assert_eq!(report.entries, 20);
+            assert_eq!(report.sessions[0].head, head);
+        }
+    }
+
+    /// `always` keeps the order it had: the entry is hashed before the
+    /// append resolves.
+    #[tokio::test]
+    async fn always_appenders_hash_their_own_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = open(&dir, FsyncMode::Always);
+        let chain = log.session("s");
+        chain
+            .append(AuditRecord::new("r", "steps/toolCallRequest"))
+            .await
+            .unwrap();
+        let epoch = log.status().epoch();
+        assert!(chain.link.hash(epoch).is_some());
+    }
+
+    /// A value with no canonical form is refused when appended, not
+    /// discovered by the writer after the entry was acknowledged.
+    #[tokio::test]
+    async fn an_entry_that_cannot_be_hashed_is_refused_when_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = open(&dir, FsyncMode::Batch);
+        let chain = log.session("s");
+        let huge = serde_json::Value::Number(serde_json::from_str("1e400").unwrap());
+        let record = AuditRecord::new("r", "steps/toolCallRequest").mcp_id(huge);
+        assert!(matches!(
+            chain.append(record).await,
+            Err(AuditError::Canonical(_))
+        ));
+        let receipt = chain
+            .append(AuditRecord::new("r", "steps/toolCallRequest"))
+            .await
+            .unwrap();
+        assert_eq!(receipt.entry_id, "1", "the refused entry took no number");
     }
 }

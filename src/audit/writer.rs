@@ -10,6 +10,8 @@
 //! the entries of every message in that window share one write instead of
 //! costing one each (two per `tools/call` round trip when calls come one at
 //! a time). `Always` mode never lingers: its appenders wait on the disk.
+//! Entries their appenders only numbered (`Batch`, `Never`) are linked
+//! into their chains as they arrive during the window, in queue order.
 //!
 //! Lines are written with plain `std::fs` on the writer task itself: a
 //! write of one small batch lands in the page cache without blocking for
@@ -34,8 +36,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::link::Written;
 use super::outage::Outage;
-use super::queue::{Ack, Command, Written};
+use super::queue::{Ack, Command, Queued};
 use super::settings::FsyncMode;
 use super::status::Status;
 use super::AuditError;
@@ -55,6 +58,8 @@ struct Round {
     awaited: u64,
     /// Appends already acknowledged when queued (`Batch`, `Never`).
     acknowledged: u64,
+    /// Why an entry the writer linked could not be hashed.
+    failed: Option<AuditError>,
 }
 
 impl Round {
@@ -64,15 +69,14 @@ impl Round {
     fn add(&mut self, command: Command, epoch: u64, status: &Status) -> u64 {
         match command {
             Command::Append {
-                line,
+                entry,
                 ack,
                 epoch: linked_in,
-                written,
             } => {
                 if linked_in != epoch {
                     return refuse_stale(ack, status);
                 }
-                self.bytes.extend_from_slice(&line);
+                self.push(entry, epoch);
                 match ack {
                     Some(ack) => {
                         self.awaited += 1;
@@ -80,7 +84,10 @@ impl Round {
                     }
                     None => self.acknowledged += 1,
                 }
-                self.written.push(written);
+            }
+            // Every entry queued before it is linked by now.
+            Command::Linked { ack } => {
+                let _ = ack.send(());
             }
             Command::Flush { ack } => {
                 self.sync_requested = true;
@@ -88,6 +95,28 @@ impl Round {
             }
         }
         0
+    }
+
+    /// Adds the entry's line, linking it straight into the round's bytes
+    /// first if its appender left that to the writer. Entries come in
+    /// queue order, which is chain order.
+    fn push(&mut self, entry: Queued, epoch: u64) {
+        match entry {
+            Queued::Line { line, written } => {
+                self.bytes.extend_from_slice(&line);
+                self.written.push(written);
+            }
+            Queued::Deferred(deferred) => match deferred.link_into(epoch, &mut self.bytes) {
+                Ok(written) => self.written.push(written),
+                // Appenders check what could fail before they queue, so
+                // this is not expected; if it happens anyway the round
+                // fails as a failed write does, and the chain goes on from
+                // the entry before.
+                Err(error) => {
+                    self.failed.get_or_insert(error);
+                }
+            },
+        }
     }
 
     /// Tells every waiter the round's outcome. A waiter that went away (its
@@ -104,6 +133,15 @@ impl Round {
             written.settle();
         }
         self.answer(|| Ok(()));
+    }
+}
+
+/// Whether someone waits for `command`'s round: it goes without
+/// lingering for the group-commit window.
+fn waited_for(command: &Command) -> bool {
+    match command {
+        Command::Append { ack, .. } => ack.is_some(),
+        Command::Linked { .. } | Command::Flush { .. } => true,
     }
 }
 
@@ -168,8 +206,7 @@ impl Writer {
     /// Runs until every log handle is dropped, then syncs what is left.
     pub(crate) async fn run(mut self) {
         while let Some(first) = self.next_command().await {
-            self.gather(&first).await;
-            let round = self.drain(first);
+            let round = self.gather(first).await;
             self.commit(round).await;
         }
         if self.unsynced && self.mode != FsyncMode::Never {
@@ -205,31 +242,45 @@ impl Writer {
         }
     }
 
-    /// Lets the group-commit window pass before a round that nobody waits
-    /// for, so entries queued meanwhile join it. A flush, an `Always`
-    /// append and a failure window go at once.
-    async fn gather(&self, first: &Command) {
-        let waited_for = match first {
-            Command::Append { ack, .. } => ack.is_some(),
-            Command::Flush { .. } => true,
-        };
-        if waited_for || self.outage.is_some() || self.mode == FsyncMode::Always {
-            return;
-        }
-        tokio::time::sleep(FsyncMode::GROUP_COMMIT_WINDOW).await;
-    }
-
-    /// Takes everything already queued, up to the queue's capacity so one
-    /// round cannot grow without bound while appenders keep refilling it.
-    fn drain(&mut self, first: Command) -> Round {
+    /// Collects one round, starting with `first`. Before a round that
+    /// nobody waits for, the group-commit window passes so entries queued
+    /// meanwhile join it; a flush, an `Always` append and a failure window
+    /// go at once. Entries are linked as they arrive rather than all at the
+    /// window's end: the writer then runs in the gaps between messages
+    /// instead of holding one back for a whole round's hashing.
+    async fn gather(&mut self, first: Command) -> Round {
         let epoch = self.status.epoch();
         let mut round = Round::default();
+        let lingers =
+            !waited_for(&first) && self.outage.is_none() && self.mode != FsyncMode::Always;
         let mut lost = round.add(first, epoch, &self.status);
-        for _ in 1..self.commands.max_capacity() {
+        // Up to the queue's capacity, so one round cannot grow without
+        // bound while appenders keep refilling it.
+        let mut room = self.commands.max_capacity() - 1;
+        if lingers {
+            let window = tokio::time::sleep(FsyncMode::GROUP_COMMIT_WINDOW);
+            tokio::pin!(window);
+            while room > 0 {
+                let command = tokio::select! {
+                    biased;
+                    command = self.commands.recv() => command,
+                    () = &mut window => None,
+                };
+                let Some(command) = command else { break };
+                let go_now = waited_for(&command);
+                lost += round.add(command, epoch, &self.status);
+                room -= 1;
+                if go_now {
+                    break;
+                }
+            }
+        }
+        while room > 0 {
             match self.commands.try_recv() {
                 Ok(command) => lost += round.add(command, epoch, &self.status),
                 Err(_) => break,
             }
+            room -= 1;
         }
         if let Some(outage) = &mut self.outage {
             outage.lose(lost);
@@ -237,9 +288,15 @@ impl Writer {
         round
     }
 
-    async fn commit(&mut self, round: Round) {
+    async fn commit(&mut self, mut round: Round) {
         if !self.status.is_healthy() {
             self.refuse(round, || AuditError::Unavailable);
+            return;
+        }
+        if let Some(error) = round.failed.take() {
+            let error = Arc::new(io::Error::other(error));
+            self.fail(&error);
+            self.refuse(round, || AuditError::Write(Arc::clone(&error)));
             return;
         }
         let sync = round.sync_requested || self.sync_due();

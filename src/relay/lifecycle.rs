@@ -206,7 +206,7 @@ pub async fn end(session: &Session, reason: SessionEndReason) {
     if !session.finish() {
         return;
     }
-    let head = session.audit.head();
+    let head = session.audit.head().await;
     let payload = session_end_payload(reason, head.as_deref());
     let hook = traced::session_step(session, HookRequest::new(hooks::SESSION_END, payload, None));
     let Some(decided) = decide::decide(session, &hook, &CancellationToken::new()).await else {

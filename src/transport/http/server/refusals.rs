@@ -158,7 +158,7 @@ async fn record_all(
         }
         append(&chain, record).await;
     }
-    if chain.head().is_some() {
+    if chain.head().await.is_some() {
         let seal = AuditRecord::new(
             uuid::Uuid::new_v4().to_string(),
             crate::audit::SESSION_END_STEP_TYPE,
