@@ -5,17 +5,18 @@
 //! This is normative with no alternatives in ACS v0.1, so it is implemented
 //! once, over plain JSON, and checked against the published vectors.
 //!
-//! Entries this proxy makes are hashed straight from the typed
-//! [`ContextEntry`]: its members are written in canonical order, with no
-//! JSON tree in between, into a buffer that is hashed and then becomes the
-//! log line ([`hashed_line_into`]). Tests pin that this gives the same bytes as
-//! the generic path over the entry's JSON.
+//! Entries this proxy makes are hashed straight from their members (see
+//! `content`, lent by a queued record or a typed [`ContextEntry`]): they
+//! are written in canonical order, with no JSON tree in between, into a
+//! buffer that is hashed and then becomes the log line
+//! ([`hashed_line_into`]). Tests pin that this gives the same bytes as the
+//! generic path over the entry's JSON.
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::content::Content;
 use super::entry::ContextEntry;
-use super::monitored::Monitored;
 use super::AuditError;
 use crate::jcs::{self, HashSink, JcsError, Sink};
 
@@ -24,9 +25,9 @@ use crate::jcs::{self, HashSink, JcsError, Sink};
 /// hasher. Linking uses `hashed_line_into`, which also keeps the bytes for
 /// the log line; this independent path is what tests check it against.
 pub fn entry_hash(entry: &ContextEntry) -> Result<String, AuditError> {
-    let previous = previous_digest(entry)?;
+    let previous = previous_digest(entry.previous_hash.as_deref())?;
     let mut sink = HashSink::default();
-    write_content(&mut sink, entry)?;
+    Content::of(entry).write(&mut sink)?;
     if let Some(previous) = &previous {
         sink.put(previous);
     }
@@ -35,12 +36,8 @@ pub fn entry_hash(entry: &ContextEntry) -> Result<String, AuditError> {
 
 /// The raw digest behind a typed entry's `previous_hash`; `None` for a
 /// chain root.
-fn previous_digest(entry: &ContextEntry) -> Result<Option<[u8; 32]>, AuditError> {
-    entry
-        .previous_hash
-        .as_deref()
-        .map(decode_previous)
-        .transpose()
+fn previous_digest(previous_hash: Option<&str>) -> Result<Option<[u8; 32]>, AuditError> {
+    previous_hash.map(decode_previous).transpose()
 }
 
 /// The entry's JSONL line (newline included) and its §8.2 `entry_hash`;
@@ -49,23 +46,29 @@ fn previous_digest(entry: &ContextEntry) -> Result<Option<[u8; 32]>, AuditError>
 fn hashed_line(entry: &ContextEntry) -> Result<(String, Vec<u8>), AuditError> {
     // Typical entries are 500-700 bytes; sizing up front saves regrowing.
     let mut line = Vec::with_capacity(1024);
-    let hash = hashed_line_into(entry, &mut line)?;
+    let hash = hashed_line_into(
+        &Content::of(entry),
+        entry.previous_hash.as_deref(),
+        &mut line,
+    )?;
     Ok((hash, line))
 }
 
-/// Appends the entry's JSONL line (newline included) to `out` and returns
-/// its §8.2 `entry_hash`, from one canonical pass: the content is written
-/// once, in canonical member order, hashed as it stands, and then becomes
-/// the line by gaining the two chain members. The stored line is thus the
-/// hashed bytes plus `entry_hash` and `previous_hash`, which every reader
-/// parses as JSON. On error `out` is left as it was.
+/// Appends the JSONL line (newline included) of the entry of `content`
+/// linked to `previous_hash` to `out` and returns its §8.2 `entry_hash`,
+/// from one canonical pass: the content is written once, in canonical
+/// member order, hashed as it stands, and then becomes the line by gaining
+/// the two chain members. The stored line is thus the hashed bytes plus
+/// `entry_hash` and `previous_hash`, which every reader parses as JSON. On
+/// error `out` is left as it was.
 pub(crate) fn hashed_line_into(
-    entry: &ContextEntry,
+    content: &Content<'_>,
+    previous_hash: Option<&str>,
     out: &mut Vec<u8>,
 ) -> Result<String, AuditError> {
-    let previous = previous_digest(entry)?;
+    let previous = previous_digest(previous_hash)?;
     let start = out.len();
-    if let Err(error) = write_content(out, entry) {
+    if let Err(error) = content.write(out) {
         out.truncate(start);
         return Err(error.into());
     }
@@ -81,7 +84,7 @@ pub(crate) fn hashed_line_into(
     out.extend_from_slice(b",\"entry_hash\":\"");
     out.extend_from_slice(hash.as_bytes());
     out.extend_from_slice(b"\",\"previous_hash\":");
-    match &entry.previous_hash {
+    match previous_hash {
         Some(previous) => jcs::write_str(out, previous),
         None => out.extend_from_slice(b"null"),
     }
@@ -123,156 +126,6 @@ const CHAIN_MEMBERS: [&str; 2] = ["entry_hash", "previous_hash"];
 /// JCS of a stored entry without its two chain members.
 fn write_json_content<S: Sink>(sink: &mut S, members: &Map<String, Value>) -> Result<(), JcsError> {
     jcs::write_object_without(sink, members, &CHAIN_MEMBERS)
-}
-
-/// JCS of a typed entry without its two chain members: the same bytes as
-/// [`write_json_content`] over `serde_json::to_value(entry)`.
-///
-/// Every key is ASCII, so canonical order is plain byte order, spelled out
-/// below. The exhaustive destructuring makes a new field a compile error
-/// here rather than a silently unhashed member.
-fn write_content<S: Sink>(sink: &mut S, entry: &ContextEntry) -> Result<(), JcsError> {
-    let ContextEntry {
-        entry_id,
-        step_id,
-        step_type,
-        session_id,
-        timestamp,
-        request_hash,
-        decision,
-        decision_source,
-        reasoning,
-        reason_codes,
-        rule,
-        limit,
-        enforced,
-        monitored,
-        policy_digest,
-        direction,
-        mcp_method,
-        mcp_id,
-        action,
-        guardian_chain_hash,
-        content_digest,
-        hook_params,
-        detail,
-        user_id,
-        authentication_method,
-        tenant_id,
-        upstream,
-        previous_hash: _,
-        entry_hash: _,
-    } = entry;
-    let mut object = CanonicalObject::new(sink);
-    object.str("action", action.map(|a| a.as_str()));
-    object.str("authentication_method", authentication_method.as_deref());
-    object.str("content_digest", content_digest.as_deref());
-    object.str("decision", decision.as_deref());
-    object.str("decision_source", decision_source.map(|s| s.as_str()));
-    object.str("detail", detail.as_deref());
-    object.str("direction", direction.map(|d| d.as_str()));
-    object.bool("enforced", *enforced);
-    object.str("entry_id", Some(entry_id));
-    object.str("guardian_chain_hash", guardian_chain_hash.as_deref());
-    object.value("hook_params", hook_params.as_ref())?;
-    object.str("limit", limit.as_deref());
-    object.value("mcp_id", mcp_id.as_ref())?;
-    object.str("mcp_method", mcp_method.as_deref());
-    if let Some(monitored) = monitored {
-        object.key("monitored");
-        write_monitored(object.sink, monitored);
-    }
-    object.str("policy_digest", policy_digest.as_deref());
-    object.strings("reason_codes", reason_codes);
-    object.str("reasoning", reasoning.as_deref());
-    object.str("request_hash", request_hash.as_deref());
-    object.str("rule", rule.as_deref());
-    object.str("session_id", Some(session_id));
-    object.str("step_id", Some(step_id));
-    object.str("step_type", Some(step_type));
-    object.str("tenant_id", tenant_id.as_deref());
-    object.str("timestamp", Some(timestamp));
-    object.str("upstream", upstream.as_deref());
-    object.str("user_id", user_id.as_deref());
-    object.sink.put(b"}");
-    Ok(())
-}
-
-/// JCS of the `monitored` member, keys in canonical order.
-fn write_monitored<S: Sink>(sink: &mut S, monitored: &Monitored) {
-    let Monitored {
-        decision,
-        rule,
-        reasoning,
-        reason_codes,
-    } = monitored;
-    let mut object = CanonicalObject::new(sink);
-    object.str("decision", Some(decision));
-    object.strings("reason_codes", reason_codes);
-    object.str("reasoning", reasoning.as_deref());
-    object.str("rule", rule.as_deref());
-    object.sink.put(b"}");
-}
-
-/// Writes the members of one object whose keys the caller gives in
-/// canonical order; absent members are skipped as serde skips them.
-struct CanonicalObject<'a, S: Sink> {
-    sink: &'a mut S,
-    first: bool,
-}
-
-impl<'a, S: Sink> CanonicalObject<'a, S> {
-    fn new(sink: &'a mut S) -> Self {
-        sink.put(b"{");
-        Self { sink, first: true }
-    }
-
-    fn key(&mut self, key: &str) {
-        if !self.first {
-            self.sink.put(b",");
-        }
-        self.first = false;
-        jcs::write_str(self.sink, key);
-        self.sink.put(b":");
-    }
-
-    fn str(&mut self, key: &str, value: Option<&str>) {
-        if let Some(value) = value {
-            self.key(key);
-            jcs::write_str(self.sink, value);
-        }
-    }
-
-    fn bool(&mut self, key: &str, value: Option<bool>) {
-        if let Some(value) = value {
-            self.key(key);
-            self.sink.put(if value { b"true" } else { b"false" });
-        }
-    }
-
-    /// An array of strings, skipped when empty as serde skips it.
-    fn strings(&mut self, key: &str, values: &[String]) {
-        if values.is_empty() {
-            return;
-        }
-        self.key(key);
-        self.sink.put(b"[");
-        for (index, value) in values.iter().enumerate() {
-            if index > 0 {
-                self.sink.put(b",");
-            }
-            jcs::write_str(self.sink, value);
-        }
-        self.sink.put(b"]");
-    }
-
-    fn value(&mut self, key: &str, value: Option<&Value>) -> Result<(), JcsError> {
-        if let Some(value) = value {
-            self.key(key);
-            jcs::write_value(self.sink, value)?;
-        }
-        Ok(())
-    }
 }
 
 /// The raw digest behind `previous_hash`; `None` for a chain root, which the
@@ -399,6 +252,7 @@ mod tests {
     /// over the entry's JSON must give the same bytes.
     #[test]
     fn typed_content_is_byte_identical_to_the_generic_form() {
+        use super::super::monitored::Monitored;
         use crate::enforce::Action;
         use crate::guardian::DecisionSource;
         use crate::session::Direction;
@@ -425,14 +279,15 @@ mod tests {
             .content_digest("def")
             .hook_params(serde_json::json!({"z": [1.50, -0, 1e21], "a": {"y": null, "b": true}}))
             .detail("modification refused")
-            .caller(&crate::hooks::Identity {
+            .caller(&std::sync::Arc::new(crate::hooks::Identity {
                 user_id: "alice \"a\"".into(),
                 roles: vec!["admin".into()],
                 tenant: Some("acme".into()),
                 descriptor: crate::hooks::IdentityDescriptor::ApiToken {
                     name: "alice".into(),
                 },
-            })
+            }))
+            .upstream("everything \"2\"".into())
             .into_entry(
                 "s",
                 12,
@@ -444,7 +299,7 @@ mod tests {
             .into_entry("s", 1, "t".into(), None);
         for entry in [full, null_id] {
             let mut typed = Vec::new();
-            write_content(&mut typed, &entry).unwrap();
+            Content::of(&entry).write(&mut typed).unwrap();
             let Value::Object(members) = serde_json::to_value(&entry).unwrap() else {
                 panic!("an entry is an object")
             };
@@ -487,6 +342,71 @@ mod tests {
             let stored: Value = serde_json::from_slice(&line).unwrap();
             assert_eq!(stored, serde_json::to_value(&entry).unwrap());
             assert_eq!(entry_hash_of(&stored).unwrap(), hash);
+        }
+    }
+
+    /// A record's line, written from the record's own members, is the
+    /// line of the entry it makes, byte for byte.
+    #[test]
+    fn a_record_writes_the_line_of_its_entry() {
+        use super::super::record::{AuditRecord, Position};
+        use crate::enforce::Action;
+        let hook_id = uuid::Uuid::new_v4();
+        let metadata = crate::hooks::Metadata {
+            agent_id: "agent".into(),
+            session_id: uuid::Uuid::nil(),
+            environment: Some("production".into()),
+            user: None,
+        };
+        let hook = crate::hooks::HookRequest::new(
+            "steps/toolCallRequest",
+            serde_json::json!({"tool": {"name": "echo"}, "arguments": {"n": {"value": 1.50}}}),
+            None,
+        );
+        let caller = std::sync::Arc::new(crate::hooks::Identity {
+            user_id: "bob".into(),
+            roles: Vec::new(),
+            tenant: None,
+            descriptor: crate::hooks::IdentityDescriptor::Configured,
+        });
+        let records = [
+            AuditRecord::for_hook(hook_id, "steps/toolCallRequest")
+                .request_hash(hook.params_digest(&metadata))
+                .decision("allow")
+                .mcp_method("tools/call")
+                .mcp_id(serde_json::json!(12))
+                .policy_digest("0123456789abcdef")
+                .action(Action::Forwarded)
+                .caller(&caller),
+            AuditRecord::new("r", "enforcement").detail("é\n"),
+        ];
+        for (index, record) in records.into_iter().enumerate() {
+            let previous = (index > 0).then(|| "ab".repeat(32));
+            let position = Position {
+                session_id: "s",
+                entry_id: 1_234_567 + index as u64,
+                timestamp: "2026-12-02T11:15:05.123Z",
+                previous_hash: previous.as_deref(),
+            };
+            let mut line = b"before\n".to_vec();
+            let hash = record.hashed_line_into(position, &mut line).unwrap();
+            let entry = record.into_entry(
+                "s",
+                position.entry_id,
+                position.timestamp.into(),
+                previous.clone(),
+            );
+            let (expected_hash, expected_line) = hashed_line(&entry).unwrap();
+            assert_eq!(hash, expected_hash);
+            assert_eq!(
+                String::from_utf8(line).unwrap(),
+                format!("before\n{}", String::from_utf8(expected_line).unwrap())
+            );
+            if index == 0 {
+                assert_eq!(entry.step_id, hook_id.to_string());
+                assert_eq!(entry.request_hash, Some(hook.params_digest(&metadata)));
+                assert_eq!(entry.entry_id, "1234567");
+            }
         }
     }
 

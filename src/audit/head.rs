@@ -5,9 +5,7 @@
 //! previous hash) is plain synchronous code that runs under a lock and that
 //! tests can drive without a file.
 
-use super::chain::hashed_line_into;
-use super::entry::ContextEntry;
-use super::record::AuditRecord;
+use super::record::{AuditRecord, Position};
 use super::AuditError;
 
 /// The last entry of a chain: its `entry_id` (0 before the first) and
@@ -66,8 +64,8 @@ impl ChainHead {
     ) -> Result<Linked, AuditError> {
         // Typical entries are 500-700 bytes; sizing up front saves regrowing.
         let mut line = Vec::with_capacity(1024);
-        let (entry, tip) = self.link_into(session_id, record, timestamp, &mut line)?;
-        Ok(Linked { entry, line, tip })
+        let tip = self.link_into(session_id, &record, &timestamp, &mut line)?;
+        Ok(Linked { line, tip })
     }
 
     /// [`Self::link_at`], appending the line to `out` (left as it was on
@@ -75,27 +73,30 @@ impl ChainHead {
     pub(crate) fn link_into(
         &mut self,
         session_id: &str,
-        record: AuditRecord,
-        timestamp: String,
+        record: &AuditRecord,
+        timestamp: &str,
         out: &mut Vec<u8>,
-    ) -> Result<(ContextEntry, Tip), AuditError> {
+    ) -> Result<Tip, AuditError> {
         let entry_id = self.tip.entry_id + 1;
-        let mut entry = record.into_entry(session_id, entry_id, timestamp, self.tip.hash.clone());
-        entry.entry_hash = hashed_line_into(&entry, out)?;
+        let position = Position {
+            session_id,
+            entry_id,
+            timestamp,
+            previous_hash: self.tip.hash.as_deref(),
+        };
+        let hash = record.hashed_line_into(position, out)?;
         self.tip = Tip {
             entry_id,
-            hash: Some(entry.entry_hash.clone()),
+            hash: Some(hash),
         };
-        Ok((entry, self.tip.clone()))
+        Ok(self.tip.clone())
     }
 }
 
-/// A freshly linked entry and its JSONL line, ready to enqueue.
+/// A freshly linked entry's JSONL line, ready to enqueue.
 #[derive(Debug)]
 pub(crate) struct Linked {
-    /// The entry as hashed.
-    pub(crate) entry: ContextEntry,
-    /// `entry` serialized, newline included.
+    /// The entry serialized, newline included.
     pub(crate) line: Vec<u8>,
     /// The chain's tip once this entry is in the file.
     pub(crate) tip: Tip,
@@ -126,20 +127,27 @@ impl Sequence {
 #[cfg(test)]
 mod tests {
     use super::super::chain::entry_hash;
+    use super::super::entry::ContextEntry;
     use super::*;
+
+    /// The entry a linked line holds.
+    fn entry(linked: &Linked) -> ContextEntry {
+        serde_json::from_slice(&linked.line).unwrap()
+    }
 
     #[test]
     fn entries_are_numbered_and_linked() {
         let mut head = ChainHead::default();
-        let first = head
-            .link("s", AuditRecord::new("a", "steps/sessionStart"))
-            .unwrap()
-            .entry;
+        let first = entry(
+            &head
+                .link("s", AuditRecord::new("a", "steps/sessionStart"))
+                .unwrap(),
+        );
         let second = head
             .link("s", AuditRecord::new("b", "steps/toolCallRequest"))
             .unwrap();
         assert!(second.line.ends_with(b"\n"));
-        let second = second.entry;
+        let second = entry(&second);
         assert_eq!(
             (first.entry_id.as_str(), second.entry_id.as_str()),
             ("1", "2")
@@ -156,10 +164,11 @@ mod tests {
     #[test]
     fn a_new_epoch_rewinds_to_the_tip_on_disk() {
         let mut head = ChainHead::default();
-        let first = head
-            .link("s", AuditRecord::new("a", "steps/sessionStart"))
-            .unwrap()
-            .entry;
+        let first = entry(
+            &head
+                .link("s", AuditRecord::new("a", "steps/sessionStart"))
+                .unwrap(),
+        );
         head.link("s", AuditRecord::new("b", "steps/toolCallRequest"))
             .unwrap();
         let on_disk = Tip {
@@ -168,10 +177,11 @@ mod tests {
         };
         head.resync(0, || unreachable!("same epoch, no rewind"));
         head.resync(1, || on_disk.clone());
-        let again = head
-            .link("s", AuditRecord::new("c", "steps/toolCallRequest"))
-            .unwrap()
-            .entry;
+        let again = entry(
+            &head
+                .link("s", AuditRecord::new("c", "steps/toolCallRequest"))
+                .unwrap(),
+        );
         assert_eq!(again.entry_id, "2");
         assert_eq!(again.previous_hash, Some(first.entry_hash));
     }

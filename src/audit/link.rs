@@ -24,7 +24,7 @@ pub(crate) struct Link {
     caller: Option<Arc<Identity>>,
     /// The upstream of a virtual server the session reaches, named on
     /// every entry.
-    upstream: Option<String>,
+    upstream: Option<Arc<str>>,
     head: Mutex<ChainHead>,
     /// The last entry the writer put in the file.
     on_disk: Mutex<Tip>,
@@ -35,12 +35,12 @@ impl Link {
     pub(crate) fn new(
         session_id: &str,
         caller: Option<Arc<Identity>>,
-        upstream: Option<String>,
+        upstream: Option<&str>,
     ) -> Self {
         Self {
             session_id: session_id.to_owned(),
             caller,
-            upstream,
+            upstream: upstream.map(Arc::from),
             head: Mutex::new(ChainHead::default()),
             on_disk: Mutex::new(Tip::default()),
         }
@@ -93,14 +93,15 @@ impl Link {
         head.resync(epoch, || self.on_disk());
     }
 
-    /// Names the session's caller and upstream on `record`.
+    /// Names the session's caller and upstream on `record` (shared, not
+    /// copied).
     fn complete(&self, record: AuditRecord) -> AuditRecord {
         let record = match &self.caller {
             Some(caller) => record.caller(caller),
             None => record,
         };
         match &self.upstream {
-            Some(upstream) => record.upstream(upstream),
+            Some(upstream) => record.upstream(Arc::clone(upstream)),
             None => record,
         }
     }
@@ -138,7 +139,7 @@ impl Deferred {
             let mut head = link.lock_head();
             link.resync(&mut head, epoch);
             let record = link.complete(record);
-            head.link_into(&link.session_id, record, timestamp, out)?.1
+            head.link_into(&link.session_id, &record, &timestamp, out)?
         };
         debug_assert_eq!(tip.entry_id, entry_id, "numbered in order");
         Ok(Written { link, tip })

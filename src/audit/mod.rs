@@ -24,12 +24,14 @@
 //!   appended from many tasks; sessions interleave freely.
 //!
 //! Layout: [`entry`](ContextEntry) is the stored form, [`AuditRecord`] what
-//! callers fill, `chain` the §8.2 hash, `head` the linking of records into a
-//! chain, [`AuditLog`] / `writer` the shared store, [`AuditChain`] the
-//! per-session handle, [`verify_file`] the offline check, and [`export`]
-//! the log as JSONL or OCSF events for other tools.
+//! callers fill, `content` the members either lends to the hash, `chain`
+//! the §8.2 hash, `head` the linking of records into a chain, [`AuditLog`]
+//! / `writer` the shared store, [`AuditChain`] the per-session handle,
+//! [`verify_file`] the offline check, and [`export`] the log as JSONL or
+//! OCSF events for other tools.
 
 mod chain;
+mod content;
 mod entry;
 pub mod export;
 mod head;

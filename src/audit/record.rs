@@ -4,10 +4,18 @@
 //! `entry_id`, `session_id`, `timestamp`, `previous_hash` and `entry_hash`,
 //! so no caller can break the chain by filling those wrongly.
 
-use serde_json::Value;
+use std::borrow::Cow;
+use std::sync::Arc;
 
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::chain::hashed_line_into;
+use super::content::Content;
+#[cfg(test)]
 use super::entry::ContextEntry;
 use super::monitored::Monitored;
+use super::AuditError;
 use crate::enforce::Action;
 use crate::guardian::DecisionSource;
 use crate::hooks::Identity;
@@ -28,163 +36,294 @@ use crate::session::Direction;
 ///     .action(Action::Blocked);
 /// # let _ = record;
 /// ```
+///
+/// Four records are made per proxied call, so members that repeat from
+/// one record to the next (step type, decision, method, policy digest,
+/// caller, upstream) are kept as static or shared strings, not copies.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditRecord {
-    // A ContextEntry whose chain members are placeholders until
-    // `into_entry` fills them; sharing the type avoids a second field list.
-    entry: ContextEntry,
+    step_id: StepId,
+    step_type: Cow<'static, str>,
+    request_hash: Option<String>,
+    decision: Option<Cow<'static, str>>,
+    decision_source: Option<DecisionSource>,
+    reasoning: Option<String>,
+    reason_codes: Vec<String>,
+    rule: Option<String>,
+    limit: Option<String>,
+    enforced: Option<bool>,
+    monitored: Option<Monitored>,
+    policy_digest: Option<Arc<str>>,
+    direction: Option<Direction>,
+    mcp_method: Option<Cow<'static, str>>,
+    mcp_id: Option<Value>,
+    action: Option<Action>,
+    guardian_chain_hash: Option<String>,
+    content_digest: Option<String>,
+    hook_params: Option<Value>,
+    detail: Option<String>,
+    caller: Option<Arc<Identity>>,
+    upstream: Option<Arc<str>>,
+}
+
+/// A record's `step_id`: a hook's request id is kept as the id itself and
+/// spelled only when the entry is written.
+#[derive(Debug, Clone, PartialEq)]
+enum StepId {
+    Text(String),
+    Hook(Uuid),
+}
+
+/// What the chain adds to a record to make it an entry.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Position<'a> {
+    pub(crate) session_id: &'a str,
+    pub(crate) entry_id: u64,
+    pub(crate) timestamp: &'a str,
+    /// The previous entry's `entry_hash`, `None` for a chain root.
+    pub(crate) previous_hash: Option<&'a str>,
 }
 
 impl AuditRecord {
     /// Starts a record for the hook request `step_id` (its `request_id`) of
     /// method `step_type`, or [`super::ENFORCEMENT_STEP_TYPE`].
-    pub fn new(step_id: impl Into<String>, step_type: impl Into<String>) -> Self {
+    pub fn new(step_id: impl Into<String>, step_type: impl Into<Cow<'static, str>>) -> Self {
+        Self::with_step(StepId::Text(step_id.into()), step_type.into())
+    }
+
+    /// Starts a record for the hook whose `request_id` is `request_id`, of
+    /// method `step_type`: [`Self::new`] without spelling the id now.
+    pub fn for_hook(request_id: Uuid, step_type: impl Into<Cow<'static, str>>) -> Self {
+        Self::with_step(StepId::Hook(request_id), step_type.into())
+    }
+
+    fn with_step(step_id: StepId, step_type: Cow<'static, str>) -> Self {
         Self {
-            entry: ContextEntry {
-                step_id: step_id.into(),
-                step_type: step_type.into(),
-                ..ContextEntry::default()
-            },
+            step_id,
+            step_type,
+            request_hash: None,
+            decision: None,
+            decision_source: None,
+            reasoning: None,
+            reason_codes: Vec::new(),
+            rule: None,
+            limit: None,
+            enforced: None,
+            monitored: None,
+            policy_digest: None,
+            direction: None,
+            mcp_method: None,
+            mcp_id: None,
+            action: None,
+            guardian_chain_hash: None,
+            content_digest: None,
+            hook_params: None,
+            detail: None,
+            caller: None,
+            upstream: None,
         }
     }
 
     /// Sets `request_hash`, normally from [`super::request_hash`].
     pub fn request_hash(mut self, hash: impl Into<String>) -> Self {
-        self.entry.request_hash = Some(hash.into());
+        self.request_hash = Some(hash.into());
         self
     }
 
     /// Sets the decision applied (`allow`, `deny`, …).
-    pub fn decision(mut self, decision: impl Into<String>) -> Self {
-        self.entry.decision = Some(decision.into());
+    pub fn decision(mut self, decision: impl Into<Cow<'static, str>>) -> Self {
+        self.decision = Some(decision.into());
         self
     }
 
     /// Sets who produced the decision.
     pub fn decision_source(mut self, source: DecisionSource) -> Self {
-        self.entry.decision_source = Some(source);
+        self.decision_source = Some(source);
         self
     }
 
     /// Sets the human-readable reason.
     pub fn reasoning(mut self, reasoning: impl Into<String>) -> Self {
-        self.entry.reasoning = Some(reasoning.into());
+        self.reasoning = Some(reasoning.into());
         self
     }
 
     /// Sets the ACS reason codes.
     pub fn reason_codes(mut self, codes: Vec<String>) -> Self {
-        self.entry.reason_codes = codes;
+        self.reason_codes = codes;
         self
     }
 
     /// Sets the embedded-policy rule that matched.
     pub fn rule(mut self, rule: impl Into<String>) -> Self {
-        self.entry.rule = Some(rule.into());
+        self.rule = Some(rule.into());
         self
     }
 
     /// Names the `[[policy.limit]]` that refused the call.
     pub fn limit(mut self, limit: impl Into<String>) -> Self {
-        self.entry.limit = Some(limit.into());
+        self.limit = Some(limit.into());
         self
     }
 
     /// Names the version of the embedded policy that decided.
-    pub fn policy_digest(mut self, digest: impl Into<String>) -> Self {
-        self.entry.policy_digest = Some(digest.into());
+    pub fn policy_digest(mut self, digest: impl Into<Arc<str>>) -> Self {
+        self.policy_digest = Some(digest.into());
         self
     }
 
     /// Records what a monitored rule or policy would have decided, and
     /// that it was not enforced.
     pub fn monitored(mut self, monitored: Monitored) -> Self {
-        self.entry.enforced = Some(false);
-        self.entry.monitored = Some(monitored);
+        self.enforced = Some(false);
+        self.monitored = Some(monitored);
         self
     }
 
     /// Sets which way the message was travelling.
     pub fn direction(mut self, direction: Direction) -> Self {
-        self.entry.direction = Some(direction);
+        self.direction = Some(direction);
         self
     }
 
     /// Sets the MCP method.
-    pub fn mcp_method(mut self, method: impl Into<String>) -> Self {
-        self.entry.mcp_method = Some(method.into());
+    pub fn mcp_method(mut self, method: impl Into<Cow<'static, str>>) -> Self {
+        self.mcp_method = Some(method.into());
         self
     }
 
     /// Sets the JSON-RPC id of the MCP message.
     pub fn mcp_id(mut self, id: Value) -> Self {
-        self.entry.mcp_id = Some(id);
+        self.mcp_id = Some(id);
         self
     }
 
     /// Sets what the proxy did with the message.
     pub fn action(mut self, action: Action) -> Self {
-        self.entry.action = Some(action);
+        self.action = Some(action);
         self
     }
 
     /// Sets the `chain_hash` a remote Guardian published for this step.
     pub fn guardian_chain_hash(mut self, hash: impl Into<String>) -> Self {
-        self.entry.guardian_chain_hash = Some(hash.into());
+        self.guardian_chain_hash = Some(hash.into());
         self
     }
 
     /// Sets the digest of arguments or results.
     pub fn content_digest(mut self, digest: impl Into<String>) -> Self {
-        self.entry.content_digest = Some(digest.into());
+        self.content_digest = Some(digest.into());
         self
     }
 
     /// Keeps the hook request's full `params` in the entry.
     pub fn hook_params(mut self, params: Value) -> Self {
-        self.entry.hook_params = Some(params);
+        self.hook_params = Some(params);
         self
     }
 
     /// Sets free-form detail (enforcement events).
     pub fn detail(mut self, detail: impl Into<String>) -> Self {
-        self.entry.detail = Some(detail.into());
+        self.detail = Some(detail.into());
         self
     }
 
     /// Names the session's caller on the entry.
-    pub(crate) fn caller(mut self, caller: &Identity) -> Self {
-        self.entry.user_id = Some(caller.user_id.clone());
-        self.entry.authentication_method =
-            Some(caller.descriptor.authentication_method().to_owned());
-        self.entry.tenant_id = caller.tenant.clone();
+    pub(crate) fn caller(mut self, caller: &Arc<Identity>) -> Self {
+        self.caller = Some(Arc::clone(caller));
         self
     }
 
     /// Names the upstream of a virtual server the entry is about.
-    pub(crate) fn upstream(mut self, upstream: &str) -> Self {
-        self.entry.upstream = Some(upstream.to_owned());
+    pub(crate) fn upstream(mut self, upstream: Arc<str>) -> Self {
+        self.upstream = Some(upstream);
         self
     }
 
     /// The `step_type` this record will carry.
     pub fn step_type(&self) -> &str {
-        &self.entry.step_type
+        &self.step_type
     }
 
     /// Checks that the record's JSON values (`mcp_id`, `hook_params`) have a
     /// canonical form, so that hashing the entry later cannot fail. Every
     /// other member is a string or a flag, which always has one.
     pub(crate) fn check_canonical(&self) -> Result<(), crate::jcs::JcsError> {
-        let values = [&self.entry.mcp_id, &self.entry.hook_params];
+        let values = [&self.mcp_id, &self.hook_params];
         values
             .into_iter()
             .flatten()
             .try_for_each(crate::jcs::check_value)
     }
 
-    /// Completes the record with its chain position; `entry_hash` is left
-    /// empty for the caller (the chain head) to compute.
+    /// Appends the JSONL line of the entry this record makes at `position`
+    /// to `out` (left as it was on error) and returns its `entry_hash`.
+    /// The members are lent to the line, not copied into an entry first.
+    pub(crate) fn hashed_line_into(
+        &self,
+        position: Position<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<String, AuditError> {
+        let mut step_id = Uuid::encode_buffer();
+        let mut entry_id = DecimalBuffer::default();
+        let content = self.content(
+            position,
+            self.step_id_str(&mut step_id),
+            entry_id.format(position.entry_id),
+        );
+        hashed_line_into(&content, position.previous_hash, out)
+    }
+
+    fn step_id_str<'a>(&'a self, buffer: &'a mut [u8; 45]) -> &'a str {
+        match &self.step_id {
+            StepId::Text(text) => text,
+            StepId::Hook(id) => id.hyphenated().encode_lower(buffer),
+        }
+    }
+
+    /// The record's members at `position`, with its `step_id` and
+    /// `entry_id` spelled by the caller.
+    fn content<'a>(
+        &'a self,
+        position: Position<'a>,
+        step_id: &'a str,
+        entry_id: &'a str,
+    ) -> Content<'a> {
+        let caller = self.caller.as_deref();
+        Content {
+            entry_id,
+            step_id,
+            step_type: &self.step_type,
+            session_id: position.session_id,
+            timestamp: position.timestamp,
+            request_hash: self.request_hash.as_deref(),
+            decision: self.decision.as_deref(),
+            decision_source: self.decision_source,
+            reasoning: self.reasoning.as_deref(),
+            reason_codes: &self.reason_codes,
+            rule: self.rule.as_deref(),
+            limit: self.limit.as_deref(),
+            enforced: self.enforced,
+            monitored: self.monitored.as_ref(),
+            policy_digest: self.policy_digest.as_deref(),
+            direction: self.direction,
+            mcp_method: self.mcp_method.as_deref(),
+            mcp_id: self.mcp_id.as_ref(),
+            action: self.action,
+            guardian_chain_hash: self.guardian_chain_hash.as_deref(),
+            content_digest: self.content_digest.as_deref(),
+            hook_params: self.hook_params.as_ref(),
+            detail: self.detail.as_deref(),
+            user_id: caller.map(|caller| caller.user_id.as_str()),
+            authentication_method: caller.map(|caller| caller.descriptor.authentication_method()),
+            tenant_id: caller.and_then(|caller| caller.tenant.as_deref()),
+            upstream: self.upstream.as_deref(),
+        }
+    }
+
+    /// The entry this record makes at `position` (its `entry_hash` left
+    /// empty), for tests that compare it with what was written.
+    #[cfg(test)]
     pub(crate) fn into_entry(
         self,
         session_id: &str,
@@ -192,13 +331,68 @@ impl AuditRecord {
         timestamp: String,
         previous_hash: Option<String>,
     ) -> ContextEntry {
+        let position = Position {
+            session_id,
+            entry_id,
+            timestamp: &timestamp,
+            previous_hash: previous_hash.as_deref(),
+        };
+        let mut step_id = Uuid::encode_buffer();
+        let entry_id = entry_id.to_string();
+        let content = self.content(position, self.step_id_str(&mut step_id), &entry_id);
+        let owned = |text: Option<&str>| text.map(str::to_owned);
         ContextEntry {
-            entry_id: entry_id.to_string(),
-            session_id: session_id.to_owned(),
-            timestamp,
-            previous_hash,
-            ..self.entry
+            entry_id: content.entry_id.to_owned(),
+            step_id: content.step_id.to_owned(),
+            step_type: content.step_type.to_owned(),
+            session_id: content.session_id.to_owned(),
+            timestamp: content.timestamp.to_owned(),
+            request_hash: owned(content.request_hash),
+            decision: owned(content.decision),
+            decision_source: content.decision_source,
+            reasoning: owned(content.reasoning),
+            reason_codes: content.reason_codes.to_vec(),
+            rule: owned(content.rule),
+            limit: owned(content.limit),
+            enforced: content.enforced,
+            monitored: content.monitored.cloned(),
+            policy_digest: owned(content.policy_digest),
+            direction: content.direction,
+            mcp_method: owned(content.mcp_method),
+            mcp_id: content.mcp_id.cloned(),
+            action: content.action,
+            guardian_chain_hash: owned(content.guardian_chain_hash),
+            content_digest: owned(content.content_digest),
+            hook_params: content.hook_params.cloned(),
+            detail: owned(content.detail),
+            user_id: owned(content.user_id),
+            authentication_method: owned(content.authentication_method),
+            tenant_id: owned(content.tenant_id),
+            upstream: owned(content.upstream),
+            previous_hash: previous_hash.clone(),
+            entry_hash: String::new(),
         }
+    }
+}
+
+/// A `u64` spelled in decimal on the stack: `entry_id`s are written four
+/// times per call, with no allocation for their text.
+#[derive(Default)]
+struct DecimalBuffer([u8; 20]);
+
+impl DecimalBuffer {
+    fn format(&mut self, mut value: u64) -> &str {
+        let mut start = self.0.len();
+        loop {
+            start -= 1;
+            self.0[start] = b'0' + (value % 10) as u8;
+            value /= 10;
+            if value == 0 {
+                break;
+            }
+        }
+        // Only ASCII digits were written.
+        std::str::from_utf8(&self.0[start..]).unwrap_or("0")
     }
 }
 
@@ -233,5 +427,12 @@ mod tests {
         assert_eq!(entry.request_hash.as_deref(), Some("abc"));
         assert_eq!(entry.action, Some(Action::Forwarded));
         assert_eq!(entry.entry_hash, "");
+    }
+
+    #[test]
+    fn entry_ids_are_spelled_in_decimal() {
+        for value in [0, 7, 10, 1_234_567, u64::MAX] {
+            assert_eq!(DecimalBuffer::default().format(value), value.to_string());
+        }
     }
 }

@@ -79,7 +79,7 @@ impl AuditLog {
         caller: Option<Arc<Identity>>,
         upstream: &str,
     ) -> AuditChain {
-        let link = Link::new(session_id, caller, Some(upstream.to_owned()));
+        let link = Link::new(session_id, caller, Some(upstream));
         AuditChain::new(self.clone(), link)
     }
 }
@@ -162,6 +162,9 @@ impl AuditChain {
         let linked = self
             .link
             .link(&mut head, record, epoch, crate::hooks::now_rfc3339())?;
+        let receipt = AppendReceipt {
+            entry_id: linked.tip.entry_id.to_string(),
+        };
         let written = Written {
             link: Arc::clone(&self.link),
             tip: linked.tip,
@@ -175,9 +178,6 @@ impl AuditChain {
             epoch,
         });
         drop(head);
-        let receipt = AppendReceipt {
-            entry_id: linked.entry.entry_id,
-        };
         Ok((receipt, durable))
     }
 

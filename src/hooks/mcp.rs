@@ -1,6 +1,9 @@
 //! The wrapped form: `protocols/MCP/<method>` with the MCP message intact in
 //! `params.payload` (DESIGN §3.1).
 
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
 /// The hook method for an MCP method.
 pub fn wrapped_method(mcp_method: &str) -> String {
     let mut method = String::with_capacity(PREFIX.len() + mcp_method.len());
@@ -58,6 +61,38 @@ pub fn method_label(mcp_method: &str) -> &'static str {
         .unwrap_or("other")
 }
 
+/// `mcp_method` as a static string when it is a method the proxy knows,
+/// else a copy: audit records name the method of every message, and known
+/// methods then cost no allocation.
+pub fn method_name(mcp_method: &str) -> Cow<'static, str> {
+    match KNOWN_METHODS.iter().find(|known| **known == mcp_method) {
+        Some(known) => Cow::Borrowed(known),
+        None => Cow::Owned(mcp_method.to_owned()),
+    }
+}
+
+/// A hook method as a static string when it is one the proxy emits for a
+/// known method (see [`super::emitted_methods`]), else a copy.
+pub fn hook_method_name(hook_method: &str) -> Cow<'static, str> {
+    if let Some(step) = super::STEP_METHODS
+        .iter()
+        .find(|step| **step == hook_method)
+    {
+        return Cow::Borrowed(step);
+    }
+    let wrapped = hook_method
+        .strip_prefix(PREFIX)
+        .and_then(|mcp_method| KNOWN_METHODS.iter().position(|known| *known == mcp_method));
+    match wrapped {
+        Some(index) => Cow::Borrowed(WRAPPED_KNOWN[index].as_str()),
+        None => Cow::Owned(hook_method.to_owned()),
+    }
+}
+
+/// `wrapped_method` of each of [`KNOWN_METHODS`], in the same order.
+static WRAPPED_KNOWN: LazyLock<Vec<String>> =
+    LazyLock::new(|| KNOWN_METHODS.iter().map(|m| wrapped_method(m)).collect());
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +102,23 @@ mod tests {
         assert_eq!(wrapped_method("tools/call"), "protocols/MCP/tools/call");
         assert_eq!(method_label("tools/call"), "tools/call");
         assert_eq!(method_label("vendor/evil-label-123"), "other");
+    }
+
+    #[test]
+    fn known_names_are_static_and_others_copied() {
+        assert!(matches!(
+            method_name("tools/call"),
+            Cow::Borrowed("tools/call")
+        ));
+        assert!(matches!(method_name("vendor/x"), Cow::Owned(_)));
+        let wrapped = hook_method_name("protocols/MCP/tools/call");
+        assert!(matches!(wrapped, Cow::Borrowed("protocols/MCP/tools/call")));
+        let step = hook_method_name(super::super::TOOL_CALL_RESULT);
+        assert!(matches!(step, Cow::Borrowed("steps/toolCallResult")));
+        for other in ["protocols/MCP/vendor/x", "steps/other", "tools/call"] {
+            let name = hook_method_name(other);
+            assert!(matches!(name, Cow::Owned(_)), "{other}");
+            assert_eq!(name, other);
+        }
     }
 }

@@ -36,6 +36,18 @@ pub const TOOL_CALL_RESULT: &str = "steps/toolCallResult";
 pub const AGBOM_SNAPSHOT: &str = "agbom/snapshot";
 /// `agbom/changed`.
 pub const AGBOM_CHANGED: &str = "agbom/changed";
+/// The hook methods that are not wrapped MCP methods.
+pub(crate) const STEP_METHODS: &[&str] = &[
+    SESSION_START,
+    SESSION_END,
+    TOOL_CALL_REQUEST,
+    TOOL_CALL_RESULT,
+    AGBOM_SNAPSHOT,
+    AGBOM_CHANGED,
+    HANDSHAKE_HELLO,
+    SYSTEM_PING,
+];
+
 /// Every hook method the proxy can emit with `tools_call` set so: what the
 /// ClientHello declares in `methods_implemented` (§4.1).
 pub fn emitted_methods(tools_call: ToolsCallHooks) -> Vec<String> {

@@ -10,6 +10,7 @@
 //! stage later turns into its decision with [`resolve`], the same rules as
 //! for one hook asked alone.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -19,7 +20,7 @@ use super::limits_in_force;
 use crate::audit::{self, AppendReceipt, AuditError, AuditRecord, Monitored, OnFailure};
 use crate::enforce::Action;
 use crate::guardian::{BatchAnswer, Decision, DecisionSource, FailurePosture, GuardianError};
-use crate::hooks::{GatewayContext, HookRequest};
+use crate::hooks::{mcp, GatewayContext, HookRequest};
 use crate::metrics::{METRICS, POLICY_MONITORED};
 use crate::session::{Direction, Session};
 use crate::telemetry::{spans, Trace};
@@ -338,7 +339,7 @@ pub async fn record_hook(
     detail: Option<String>,
 ) -> Result<Recorded, AuditError> {
     let decision = &decided.decision;
-    let mut record = AuditRecord::new(hook.request_id.to_string(), hook.method.as_str())
+    let mut record = AuditRecord::for_hook(hook.request_id, mcp::hook_method_name(&hook.method))
         .request_hash(hook.params_digest(session.metadata()))
         .decision(decision.decision.as_str())
         .decision_source(decided.source)
@@ -360,7 +361,7 @@ pub async fn record_hook(
         record = record.monitored(Monitored::of(would_be));
     }
     if let Some(digest) = &decision.policy_digest {
-        record = record.policy_digest(&**digest);
+        record = record.policy_digest(Arc::clone(digest));
     }
     if session.config.audit.record_content {
         record = record.hook_params(hook.params(session.metadata()));
@@ -420,7 +421,7 @@ pub async fn record_limit_refusal(
 fn with_context(record: AuditRecord, context: &MessageContext, action: Action) -> AuditRecord {
     let mut record = record.direction(context.direction).action(action);
     if !context.mcp_method.is_empty() {
-        record = record.mcp_method(context.mcp_method.as_str());
+        record = record.mcp_method(mcp::method_name(&context.mcp_method));
     }
     if let Some(id) = &context.mcp_id {
         record = record.mcp_id(id.clone());

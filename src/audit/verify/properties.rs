@@ -61,8 +61,8 @@ fn build_log(lengths: &[usize], mut seed: u64) -> Vec<Entry> {
         let linked = heads[session].link_at(&name, record, timestamp).unwrap();
         entries.push(Entry {
             session: name,
-            entry_id: linked.entry.entry_id.parse().unwrap(),
-            entry_hash: linked.entry.entry_hash.clone(),
+            entry_id: linked.tip.entry_id,
+            entry_hash: linked.tip.hash.clone().unwrap(),
             sealing,
             line: String::from_utf8(linked.line)
                 .unwrap()
