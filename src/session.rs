@@ -33,6 +33,9 @@ use crate::transport::writer::FrameWriter;
 /// Defined with the message formats, below every layer that records or
 /// routes a direction.
 pub use crate::jsonrpc::Direction;
+pub use deadlines::{Deadlines, Due, Expired};
+
+mod deadlines;
 
 /// A decided `steps/sessionStart` the audit log has not taken yet.
 #[derive(Debug, Clone)]
@@ -318,6 +321,9 @@ pub struct Session {
     pub writers: Writers,
     /// Deferred steps held now.
     pub deferrals: DeferralBudget,
+    /// Requests forwarded upstream, watched for `[limits]
+    /// upstream_request_timeout_ms`.
+    pub upstream_deadlines: Deadlines,
     /// The virtual server this session is one upstream of, when it is.
     pub virtual_route: Option<Arc<VirtualRoute>>,
     /// The session's `acs.session` span, once `steps/sessionStart` fired
@@ -359,6 +365,7 @@ impl Session {
             proxy_to_server: ProxyRequests::default(),
             writers,
             deferrals: DeferralBudget::default(),
+            upstream_deadlines: Deadlines::default(),
             virtual_route: None,
             session_trace: OnceLock::new(),
             learned: Mutex::new(Learned::default()),

@@ -6,8 +6,12 @@
 //! `notifications/cancelled`, and the event is audited and counted. A late
 //! answer then matches nothing in flight and is dropped (and recorded) like
 //! any unmatched response.
+//!
+//! One watcher task per session sleeps until the earliest deadline (see
+//! [`crate::session::Deadlines`]); a request answered in time costs a
+//! queue slot, not a task and a timer.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -18,7 +22,7 @@ use crate::enforce::Action;
 use crate::guardian::Decision;
 use crate::jsonrpc::{codes, error_response, RequestId};
 use crate::metrics::METRICS;
-use crate::session::{Direction, PendingState, Session};
+use crate::session::{Direction, Due, PendingState, Session};
 
 /// One forwarded request to watch.
 pub struct Watched {
@@ -30,22 +34,51 @@ pub struct Watched {
     pub answered: CancellationToken,
 }
 
-/// Watches a request just forwarded to the server, when a limit is set.
+/// Watches a request just forwarded to the server, when a limit is set:
+/// queues it on the session's deadlines, and starts the session's watcher
+/// if none runs.
 pub fn watch(session: &Arc<Session>, request: Watched) {
     let Some(limit) = session.config.limits.upstream_request_timeout() else {
         return;
     };
-    let session = session.clone();
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = request.answered.cancelled() => {}
-            _ = tokio::time::sleep(limit) => expire(&session, &request, limit).await,
+    let due = Due {
+        due: Instant::now() + limit,
+        id: request.id,
+        started: request.started,
+        answered: request.answered,
+    };
+    if session.upstream_deadlines.push(due) {
+        tokio::spawn(watcher(Arc::downgrade(session), limit));
+    }
+}
+
+/// Sleeps until the session's next deadline and fails what is due, until
+/// nothing is left to watch. Holds the session weakly, so a session that
+/// ended is not kept until its last deadline.
+async fn watcher(session: Weak<Session>, limit: Duration) {
+    loop {
+        let expired = match session.upgrade() {
+            Some(session) => {
+                let mut expired = session.upstream_deadlines.take_due(Instant::now());
+                // Each on its own, as a reply or cancellation held up by
+                // one peer must not delay the others.
+                for request in expired.requests.drain(..) {
+                    let session = Arc::clone(&session);
+                    tokio::spawn(async move { expire(&session, &request, limit).await });
+                }
+                expired
+            }
+            None => return,
+        };
+        match expired.next {
+            Some(next) => tokio::time::sleep_until(next.into()).await,
+            None => return,
         }
-    });
+    }
 }
 
 /// The limit passed: fails the request if it is still the one in flight.
-async fn expire(session: &Session, watched: &Watched, limit: Duration) {
+async fn expire(session: &Session, watched: &Due, limit: Duration) {
     let pending = &session.client_pending;
     let still_waiting = pending
         .get(&watched.id)
