@@ -395,7 +395,7 @@ impl Session {
     /// The name the agent of a virtual server calls the server's `tool` by.
     pub fn tool_called_as(&self, tool: Option<&str>) -> Option<Arc<str>> {
         let route = self.virtual_route.as_deref()?;
-        route.called_as(tool?).map(Arc::from)
+        route.called_as(tool?)
     }
 
     /// Binds the session to the caller the downstream side authenticated.

@@ -77,7 +77,7 @@ impl GatewayContext {
 pub struct VirtualRoute {
     /// The `[[aggregate]]` name.
     pub aggregate: String,
-    called_as: RwLock<HashMap<String, String>>,
+    called_as: RwLock<HashMap<String, Arc<str>>>,
     inventory: watch::Sender<Option<Arc<Inventory>>>,
     returning: bool,
     refusal: watch::Sender<Option<String>>,
@@ -151,17 +151,17 @@ impl VirtualRoute {
 
     /// Notes that the agent knows the tool `original` as `exposed`.
     pub fn note(&self, original: &str, exposed: &str) {
-        let mut names = self
-            .called_as
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if names.get(original).map(String::as_str) != Some(exposed) {
-            names.insert(original.to_owned(), exposed.to_owned());
+        if self.called_as(original).as_deref() == Some(exposed) {
+            return;
         }
+        self.called_as
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(original.to_owned(), exposed.into());
     }
 
     /// The name the agent knows the tool `original` by.
-    pub fn called_as(&self, original: &str) -> Option<String> {
+    pub fn called_as(&self, original: &str) -> Option<Arc<str>> {
         self.called_as
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -205,7 +205,7 @@ mod tests {
             route: "everything".into(),
             transport: "http".into(),
             aggregate: Some(route.aggregate.clone()),
-            called_as: route.called_as("echo"),
+            called_as: route.called_as("echo").map(|name| name.to_string()),
             ..GatewayContext::default()
         };
         let value = context.to_value();

@@ -55,11 +55,36 @@ impl Policy {
     /// Only rules whose hook pattern fits are looked at, so the cost grows
     /// with the rules that could apply, not with the size of the policy.
     pub fn evaluate(&self, hook: &HookView<'_>) -> Decision {
+        self.evaluate_either(hook, None)
+    }
+
+    /// Decides a hook that names a tool two ways (a virtual server's tool,
+    /// by its server's name in `own` and by the agent's in `called`): the
+    /// rules that apply to `own` decide first; when none enforces, those
+    /// that apply to `called`; when none does either, the default, with
+    /// `own`'s monitored rule. One pass per name, whatever decides.
+    pub fn evaluate_either(&self, own: &HookView<'_>, called: Option<&HookView<'_>>) -> Decision {
         let mut monitored = None;
-        let decision = match self.first_enforcing(hook, &mut monitored) {
-            Some(rule) => rule.decide(hook),
-            None => self.default.clone(),
-        };
+        if let Some(rule) = self.first_enforcing(own, &mut monitored) {
+            return self.decided(rule.decide(own), monitored, own);
+        }
+        if let Some(called) = called {
+            let mut monitored_called = None;
+            if let Some(rule) = self.first_enforcing(called, &mut monitored_called) {
+                return self.decided(rule.decide(called), monitored_called, called);
+            }
+        }
+        self.decided(self.default.clone(), monitored, own)
+    }
+
+    /// `decision` with what the monitored rule would have decided, under
+    /// the policy's mode.
+    fn decided(
+        &self,
+        decision: Decision,
+        monitored: Option<&Rule>,
+        hook: &HookView<'_>,
+    ) -> Decision {
         let monitored = monitored.map(|rule| rule.decide(hook));
         self.mode.apply(decision.with_monitored(monitored))
     }

@@ -91,16 +91,11 @@ impl PolicyEngine {
 /// first, then those naming the agent's.
 fn evaluate_rules(policy: &Policy, hook: &HookRequest, metadata: &Metadata) -> Decision {
     let own = view(hook, metadata);
-    if let Some(called_as) = hook.called_as.as_deref() {
-        let called = HookView {
-            tool: Some(called_as),
-            ..own
-        };
-        if policy.matching_rule(&own).is_none() && policy.matching_rule(&called).is_some() {
-            return policy.evaluate(&called);
-        }
-    }
-    policy.evaluate(&own)
+    let called = hook.called_as.as_deref().map(|called_as| HookView {
+        tool: Some(called_as),
+        ..own
+    });
+    policy.evaluate_either(&own, called.as_ref())
 }
 
 fn view<'a>(hook: &'a HookRequest, metadata: &'a Metadata) -> HookView<'a> {

@@ -97,3 +97,23 @@ fn an_unknown_mode_is_rejected() {
     let text = "[policy]\nmode = \"audit\"\n";
     assert!(Policy::from_toml_str("proxy.toml", text).is_err());
 }
+
+#[test]
+fn a_tool_named_two_ways_is_decided_by_the_server_name_first_then_the_agents() {
+    let policy = Policy::from_toml_str("proxy.toml", TRIAL).unwrap_or_else(|e| panic!("{e}"));
+    let payload = json!({});
+    let own = |tool| HookView::new(CALL, Some(tool), &payload);
+    // The agent's name is denied; the server's own name matches nothing enforced.
+    let decision = policy.evaluate_either(&own("lookup"), Some(&own("get-env")));
+    assert_eq!(rule_of(&decision), Some("no-env"));
+    // The server's own name decides before the agent's.
+    let decision = policy.evaluate_either(&own("get-env"), Some(&own("echo")));
+    assert_eq!(rule_of(&decision), Some("no-env"));
+    // Neither enforces: the default, with the server name's monitored rule.
+    let decision = policy.evaluate_either(&own("echo"), Some(&own("lookup")));
+    assert_eq!(decision.decision, Disposition::Allow);
+    assert_eq!(
+        decision.monitored.as_deref().and_then(rule_of),
+        Some("trial-deny")
+    );
+}

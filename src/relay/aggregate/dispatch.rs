@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::listing;
 use super::names::Kind;
 use super::router::{lock, Router};
+use super::splice;
 use crate::config::PrefixMode;
 use crate::jsonrpc::codes;
 
@@ -45,6 +46,40 @@ pub(super) async fn client_request(router: &Arc<Router>, message: Value) {
                 .await;
         }
     }
+}
+
+/// A `tools/call` or `prompts/get` of a name the router knows, sent on in
+/// its own bytes while the session serves; `false` (nothing done) for any
+/// other message, which is then parsed and dispatched as a tree.
+pub(super) async fn route_call(router: &Arc<Router>, bytes: &[u8]) -> bool {
+    let Some(call) = splice::peek_named_call(bytes) else {
+        return false;
+    };
+    if !router.serving() {
+        return false;
+    }
+    let kind = if call.is_tool {
+        Kind::Tool
+    } else {
+        Kind::Prompt
+    };
+    let Some(target) = lock(&router.book).resolve(kind, &call.name) else {
+        return false;
+    };
+    let Some(leg) = router.legs.get(target.leg) else {
+        return false;
+    };
+    if kind == Kind::Tool {
+        leg.route.note(&target.original, &call.name);
+    }
+    let agent_id = call.id.clone();
+    let sent = leg
+        .forward_call(bytes, call.id, call.id_at, call.name_at, &target.original)
+        .await;
+    if sent.is_err() {
+        router.unavailable(&agent_id.to_value(), target.leg).await;
+    }
+    true
 }
 
 /// `tools/call` and `prompts/get`: to the owner of the name, which is

@@ -2,13 +2,14 @@
 //! Guardian, enforcement and audit exactly as for a plain route), whose
 //! agent side is a pair of in-memory channels the router drives.
 //!
-//! The router talks to a leg in JSON values. Requests it sends get ids of
-//! the leg's own numbering, so replies come back to the waiting router task
-//! and never collide with the agent's ids; everything else the upstream
-//! sends (its requests and notifications) goes to the router as
-//! [`LegEvent`]s.
+//! Requests the router sends get ids of the leg's own numbering, so replies
+//! never collide with the agent's ids. A routed call goes in its own bytes
+//! and its answer straight back to the agent under the agent's id (see
+//! [`splice`](super::splice)); other requests are JSON values whose answers
+//! come back to a waiting router task. Everything else the upstream sends
+//! (its requests and notifications) goes to the router as [`LegEvent`]s.
 
-use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -20,8 +21,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::context::AggregateContext;
+use super::pending::{Answer, PendingRequests};
+use super::splice;
 use crate::config::UpstreamConfig;
 use crate::hooks::{Identity, VirtualRoute};
+use crate::jsonrpc::{codes, error_response, RequestId};
 use crate::metrics::METRICS;
 use crate::relay::run::{run_session, SessionContext, SessionExit};
 use crate::transport::downstream::Downstream;
@@ -49,7 +53,8 @@ pub(super) struct Leg {
     /// Its place in the aggregate's `upstreams`.
     pub(super) index: usize,
     to_leg: FrameWriter,
-    pending: Mutex<HashMap<u64, oneshot::Sender<Value>>>,
+    to_agent: FrameWriter,
+    pending: PendingRequests,
     next_id: AtomicU64,
     gone: CancellationToken,
     session: Mutex<Option<JoinHandle<SessionExit>>>,
@@ -67,6 +72,8 @@ pub(super) struct AgentSide {
     pub(super) client_address: Option<String>,
     /// Headers that go on to a network upstream unchanged.
     pub(super) upstream_headers: Vec<(String, String)>,
+    /// Frames to the agent, where routed calls are answered.
+    pub(super) client: FrameWriter,
 }
 
 impl Leg {
@@ -123,7 +130,8 @@ impl Leg {
             name: upstream_config.name,
             index,
             to_leg,
-            pending: Mutex::new(HashMap::new()),
+            to_agent: agent.client.clone(),
+            pending: PendingRequests::default(),
             next_id: AtomicU64::new(1),
             gone: CancellationToken::new(),
             session: Mutex::new(Some(session)),
@@ -144,27 +152,63 @@ impl Leg {
         if let Some(params) = params {
             message["params"] = params;
         }
-        self.forward_request(message).await.map(|(_, reply)| reply)
+        self.forward_request(message, None).await
     }
 
-    /// Sends the agent's request under an id of the leg's numbering
-    /// (returned, for cancellation).
+    /// Sends the agent's request `agent_id` under an id of the leg's
+    /// numbering; the reply arrives on the receiver.
     pub(super) async fn forward_request(
         &self,
         mut message: Value,
-    ) -> Result<(u64, oneshot::Receiver<Value>), LegGone> {
+        agent_id: Option<RequestId>,
+    ) -> Result<oneshot::Receiver<Value>, LegGone> {
         if self.gone.is_cancelled() {
             return Err(LegGone);
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         message["id"] = Value::from(id);
         let (reply, receiver) = oneshot::channel();
-        lock(&self.pending).insert(id, reply);
+        self.pending.insert(id, agent_id, Answer::Waiter(reply));
         if self.send(&message).await.is_err() {
-            lock(&self.pending).remove(&id);
+            self.pending.take(id);
             return Err(LegGone);
         }
-        Ok((id, receiver))
+        Ok(receiver)
+    }
+
+    /// Sends the agent's request `bytes` (id `agent_id`) with the leg's id
+    /// spliced in at `id_at` and `name_at` replaced by `name`; the answer
+    /// goes straight to the agent.
+    pub(super) async fn forward_call(
+        &self,
+        bytes: &[u8],
+        agent_id: RequestId,
+        id_at: Range<usize>,
+        name_at: Range<usize>,
+        name: &str,
+    ) -> Result<(), LegGone> {
+        if self.gone.is_cancelled() {
+            return Err(LegGone);
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let leg_id = id.to_string();
+        let name = serde_json::to_string(name).map_err(|_| LegGone)?;
+        let message = splice::splice(
+            bytes,
+            &mut [(id_at, leg_id.as_bytes()), (name_at, name.as_bytes())],
+        );
+        self.pending.insert(id, Some(agent_id), Answer::Agent);
+        if self.to_leg.send(message).await.is_err() {
+            self.pending.take(id);
+            return Err(LegGone);
+        }
+        Ok(())
+    }
+
+    /// The leg's id for the agent's request `agent_id` (JSON text), while
+    /// it runs here.
+    pub(super) fn leg_id_of(&self, agent_id: &str) -> Option<u64> {
+        self.pending.leg_id_of(agent_id)
     }
 
     /// Sends a notification or a response as it is.
@@ -207,39 +251,71 @@ fn frames_of(
     })
 }
 
-/// Reads what the leg's relay sends towards the agent: answers to the
-/// router's requests go to their waiters, the rest to the router.
+/// Reads what the leg's relay sends towards the agent: answers to routed
+/// calls go to the agent, answers to the router's requests to their
+/// waiters, the rest to the router.
 async fn read_leg(
     leg: Arc<Leg>,
     mut from_leg: FrameReceiver,
     events: mpsc::UnboundedSender<LegEvent>,
 ) {
     while let Some(frame) = from_leg.recv().await {
+        let frame = match answer(&leg, frame).await {
+            Some(frame) => frame,
+            None => continue,
+        };
         let Ok(message) = serde_json::from_slice::<Value>(&frame) else {
             tracing::warn!(upstream = %leg.name, "an upstream's relay sent a frame that is not JSON");
             continue;
         };
-        if let Some(waiter) = waiter_of(&leg, &message) {
-            let _ = waiter.send(message);
-            continue;
-        }
         if events.send(LegEvent::Message(leg.index, message)).is_err() {
             break;
         }
     }
     leg.gone.cancel();
-    // Dropping the waiters fails every request still in flight.
-    lock(&leg.pending).clear();
+    // Dropping the waiters fails every request still in flight; the calls
+    // answered from here are answered as unavailable.
+    for agent_id in leg.pending.drain() {
+        leg.unavailable(&agent_id).await;
+    }
     let _ = events.send(LegEvent::Closed(leg.index));
 }
 
-/// The router task waiting for `message`, when it is a response to one.
-fn waiter_of(leg: &Leg, message: &Value) -> Option<oneshot::Sender<Value>> {
-    if message.get("method").is_some() {
-        return None;
+/// Delivers `frame` when it answers a request of the leg's; gives it back
+/// when it is something else.
+async fn answer(leg: &Leg, frame: Bytes) -> Option<Bytes> {
+    let Some((id, id_at)) = splice::peek_reply_id(&frame) else {
+        return Some(frame);
+    };
+    let Some((agent_id, answer)) = leg.pending.take(id) else {
+        return Some(frame);
+    };
+    match answer {
+        Answer::Agent => {
+            let agent_id = agent_id.as_ref().map_or("null", RequestId::as_json);
+            let reply = splice::splice(&frame, &mut [(id_at, agent_id.as_bytes())]);
+            let _ = leg.to_agent.send(reply).await;
+        }
+        Answer::Waiter(waiter) => match serde_json::from_slice::<Value>(&frame) {
+            Ok(message) => {
+                let _ = waiter.send(message);
+            }
+            Err(_) => {
+                tracing::warn!(upstream = %leg.name, "an upstream's relay sent a frame that is not JSON");
+            }
+        },
     }
-    let id = message.get("id")?.as_u64()?;
-    lock(&leg.pending).remove(&id)
+    None
+}
+
+impl Leg {
+    /// Answers the agent's call `agent_id`: this upstream went before
+    /// answering it.
+    async fn unavailable(&self, agent_id: &RequestId) {
+        let text = format!("the upstream server {:?} is not available", self.name);
+        let reply = error_response(Some(agent_id), codes::UPSTREAM_UNAVAILABLE, &text, None);
+        let _ = self.to_agent.send(reply).await;
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -13,6 +13,8 @@
 //! ```
 //!
 //! - [`leg`]: one upstream's relay session behind in-memory channels.
+//! - [`pending`]: a leg's requests in flight and where their answers go.
+//! - [`splice`]: routed calls and their answers, changed in their own bytes.
 //! - [`batch`]: JSON-RPC batches, routed member by member, answered as one.
 //! - [`dispatch`]: the agent's requests, routed by name or URI.
 //! - [`router`]: the routing state; forwarding, notifications, answers.
@@ -40,10 +42,12 @@ mod merge;
 mod names;
 mod opening;
 mod own_session;
+mod pending;
 pub mod probe;
 mod restart;
 mod router;
 mod slots;
+mod splice;
 mod upstream_events;
 mod uris;
 
@@ -91,6 +95,7 @@ pub async fn run(
         identity: downstream.identity.clone(),
         client_address: downstream.client_address.clone(),
         upstream_headers: std::mem::take(&mut downstream.upstream_headers),
+        client: client.clone(),
     });
     // Unbounded on purpose: the router may wait on a leg's input while that
     // leg's relay waits to hand the router an event; a bounded queue here
@@ -302,6 +307,9 @@ async fn serve(
 /// One frame from the agent, with the trace context its transport
 /// carried (a `traceparent` header), if any.
 async fn from_client(router: &Arc<Router>, bytes: &[u8], carrier: Option<&Carrier>) {
+    if carrier.is_none() && dispatch::route_call(router, bytes).await {
+        return;
+    }
     let message = match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(message)) => Value::Object(message),
         Ok(Value::Array(mut members)) if !members.is_empty() => {

@@ -19,7 +19,7 @@ use super::names::{Kind, NameBook};
 use super::own_session::Inventoried;
 use super::slots::LegSlots;
 use crate::config::AggregateConfig;
-use crate::jsonrpc::codes;
+use crate::jsonrpc::{codes, RequestId};
 use crate::transport::writer::FrameWriter;
 
 /// One virtual server session's routing state.
@@ -36,9 +36,6 @@ pub(super) struct Router {
     /// Upstream requests sent to the agent: the id the agent saw → the
     /// leg and the id the upstream gave it.
     pub(super) server_requests: Mutex<HashMap<String, (usize, Value)>>,
-    /// The agent's requests in flight: its id (as JSON text) → the leg and
-    /// the leg's id for it, so its cancellation reaches the right place.
-    in_flight: Mutex<HashMap<String, (usize, u64)>>,
     next_server_request: AtomicU64,
     /// Where the virtual server's `agbom/snapshot` stands: nothing is
     /// served before the Guardian has seen it, nor after it refused it.
@@ -64,7 +61,6 @@ impl Router {
             legs,
             client,
             server_requests: Mutex::new(HashMap::new()),
-            in_flight: Mutex::new(HashMap::new()),
             next_server_request: AtomicU64::new(1),
             inventory,
             denied_tools,
@@ -75,6 +71,12 @@ impl Router {
     /// Whether the virtual server's snapshot is still to be decided.
     pub(super) fn inventory_pending(&self) -> bool {
         *self.inventory.borrow() == Inventoried::Pending
+    }
+
+    /// Whether the Guardian has taken the virtual server's snapshot, so
+    /// requests go on without waiting.
+    pub(super) fn serving(&self) -> bool {
+        *self.inventory.borrow() == Inventoried::Allowed
     }
 
     /// Waits until the virtual server's snapshot has been decided; why
@@ -219,21 +221,19 @@ impl Router {
         let Some(target) = self.legs.get(leg) else {
             return self.unavailable(&id, leg).await;
         };
-        let message_method = message["method"].as_str().unwrap_or_default().to_owned();
-        let Ok((leg_id, answer)) = target.forward_request(message).await else {
+        let is_read = message["method"] == "resources/read";
+        let Ok(answer) = target
+            .forward_request(message, Some(RequestId::from_json(&id.to_string())))
+            .await
+        else {
             return self.unavailable(&id, leg).await;
         };
-        let key = id.to_string();
-        let method = message_method;
-        lock(&self.in_flight).insert(key.clone(), (leg, leg_id));
         let router = self.clone();
         tokio::spawn(async move {
-            let answer = answer.await;
-            lock(&router.in_flight).remove(&key);
-            match answer {
+            match answer.await {
                 Ok(mut reply) => {
                     reply["id"] = id;
-                    if method == "resources/read" {
+                    if is_read {
                         router.contents_seen_as(leg, &mut reply);
                     }
                     router.to_client(&reply).await;
@@ -262,7 +262,8 @@ impl Router {
         }
     }
 
-    async fn unavailable(&self, id: &Value, leg: usize) {
+    /// Answers that the upstream `leg` is not there to serve `id`.
+    pub(super) async fn unavailable(&self, id: &Value, leg: usize) {
         let name = self
             .aggregate
             .upstreams
@@ -279,12 +280,13 @@ impl Router {
     pub(super) async fn client_notification(&self, mut message: Value) {
         if message["method"] == "notifications/cancelled" {
             let key = message["params"]["requestId"].to_string();
-            let running = lock(&self.in_flight).get(&key).copied();
-            if let Some((leg, leg_id)) = running {
-                if let Some(target) = self.legs.get(leg) {
-                    message["params"]["requestId"] = Value::from(leg_id);
-                    let _ = target.send(&message).await;
-                }
+            let running = self
+                .live_legs()
+                .into_iter()
+                .find_map(|leg| Some((leg.leg_id_of(&key)?, leg)));
+            if let Some((leg_id, target)) = running {
+                message["params"]["requestId"] = Value::from(leg_id);
+                let _ = target.send(&message).await;
             }
             return;
         }
