@@ -6,6 +6,7 @@ use super::condition::Lookups;
 use super::hook::HookView;
 use super::index::HookIndex;
 use super::limit::RateLimits;
+use super::pattern::NamePattern;
 use super::rule::Rule;
 use super::spec::Mode;
 use crate::hooks::decision::{Decision, Disposition};
@@ -62,19 +63,31 @@ impl Policy {
     /// by its server's name in `own` and by the agent's in `called`): the
     /// rules that apply to `own` decide first; when none enforces, those
     /// that apply to `called`; when none does either, the default, with
-    /// `own`'s monitored rule. One pass per name, whatever decides.
+    /// `own`'s monitored rule.
+    ///
+    /// The second pass looks only at rules that name a tool: the others
+    /// see the same method, payload and caller under either name, so the
+    /// first pass has already found what they say. A monitored one of
+    /// those still counts for the second name when it comes first.
     pub fn evaluate_either(&self, own: &HookView<'_>, called: Option<&HookView<'_>>) -> Decision {
-        let mut monitored = None;
-        if let Some(rule) = self.first_enforcing(own, &mut monitored) {
-            return self.decided(rule.decide(own), monitored, own);
+        let first = self.pass(own, Scope::EveryRule);
+        if let Some((_, rule)) = first.enforcing {
+            return self.decided(rule.decide(own), first.monitored, own);
         }
         if let Some(called) = called {
-            let mut monitored_called = None;
-            if let Some(rule) = self.first_enforcing(called, &mut monitored_called) {
-                return self.decided(rule.decide(called), monitored_called, called);
+            let second = self.pass(called, Scope::NamingATool);
+            if let Some((at, rule)) = second.enforcing {
+                let earlier = first
+                    .monitored_any_tool
+                    .filter(|(position, _)| *position < at);
+                let monitored = match (second.monitored, earlier) {
+                    (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
+                    (a, b) => a.or(b),
+                };
+                return self.decided(rule.decide(called), monitored, called);
             }
         }
-        self.decided(self.default.clone(), monitored, own)
+        self.decided(self.default.clone(), first.monitored, own)
     }
 
     /// `decision` with what the monitored rule would have decided, under
@@ -82,17 +95,19 @@ impl Policy {
     fn decided(
         &self,
         decision: Decision,
-        monitored: Option<&Rule>,
+        monitored: Option<(usize, &Rule)>,
         hook: &HookView<'_>,
     ) -> Decision {
-        let monitored = monitored.map(|rule| rule.decide(hook));
+        let monitored = monitored.map(|(_, rule)| rule.decide(hook));
         self.mode.apply(decision.with_monitored(monitored))
     }
 
     /// The name of the enforcing rule that would decide `hook`, if any;
     /// useful for `config check` style tooling and tests.
     pub fn matching_rule(&self, hook: &HookView<'_>) -> Option<&str> {
-        self.first_enforcing(hook, &mut None).map(Rule::name)
+        self.pass(hook, Scope::EveryRule)
+            .enforcing
+            .map(|(_, rule)| rule.name())
     }
 
     /// `[policy] mode`: whether the policy's decisions are applied.
@@ -127,28 +142,60 @@ impl Policy {
 
     /// The first applicable rule in enforce mode; the first applicable
     /// monitored rule before it goes to `monitored`.
-    fn first_enforcing<'p>(
-        &'p self,
-        hook: &HookView<'_>,
-        monitored: &mut Option<&'p Rule>,
-    ) -> Option<&'p Rule> {
+    /// The rules in `scope` that apply to `hook`, in file order, up to the
+    /// first enforcing one.
+    fn pass<'p>(&'p self, hook: &HookView<'_>, scope: Scope) -> Pass<'p> {
         let mut glob_hits = Vec::new();
         let mut lookups = Lookups::default();
+        let mut found = Pass::default();
         let applicable = self
             .index
             .candidates(hook, &mut glob_hits)
-            .filter_map(|position| self.rules.get(position))
-            .filter(|rule| rule.applies(hook, &mut lookups));
-        for rule in applicable {
+            .filter_map(|position| Some((position, self.rules.get(position)?)))
+            .filter(|(_, rule)| scope == Scope::EveryRule || names_a_tool(rule))
+            .filter(|(_, rule)| rule.applies(hook, &mut lookups));
+        for (position, rule) in applicable {
             match rule.mode() {
-                Mode::Enforce => return Some(rule),
+                Mode::Enforce => {
+                    found.enforcing = Some((position, rule));
+                    break;
+                }
                 Mode::Monitor => {
-                    monitored.get_or_insert(rule);
+                    found.monitored.get_or_insert((position, rule));
+                    if !names_a_tool(rule) {
+                        found.monitored_any_tool.get_or_insert((position, rule));
+                    }
                 }
             }
         }
-        None
+        found
     }
+}
+
+/// Which rules a pass looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    EveryRule,
+    NamingATool,
+}
+
+/// What one pass over the rules found, each with its place in the file.
+#[derive(Default)]
+struct Pass<'p> {
+    /// The first enforcing rule that applies.
+    enforcing: Option<(usize, &'p Rule)>,
+    /// The first monitored rule that applies before it.
+    monitored: Option<(usize, &'p Rule)>,
+    /// The first of those that names no tool.
+    monitored_any_tool: Option<(usize, &'p Rule)>,
+}
+
+/// Whether `rule` applies only to some tools' hooks.
+fn names_a_tool(rule: &Rule) -> bool {
+    matches!(
+        rule.tool(),
+        Some(NamePattern::Exact(_) | NamePattern::Glob { .. })
+    )
 }
 
 /// Gives conditions with the same pointer the same id, so one evaluation

@@ -246,6 +246,7 @@ async fn handle_request(
     let flow = Flow {
         context: context_of(direction, &message, &method),
         kind: MessageKind::Request,
+        called_as: session.tool_called_as(tool.as_deref()),
         tool,
         request_ref: None,
         duration_ms: 0,
@@ -336,6 +337,7 @@ async fn handle_response(
         context: context_of(direction, &message, &request.method),
         kind: MessageKind::Response,
         tool: request.tool.clone(),
+        called_as: session.tool_called_as(request.tool.as_deref()),
         request_ref: request.step_request_id,
         duration_ms: u64::try_from(request.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         trace: request.trace.clone(),
@@ -420,6 +422,7 @@ async fn handle_notification(
         context: context_of(direction, &message, &method),
         kind: MessageKind::Notification,
         tool: None,
+        called_as: None,
         request_ref: None,
         duration_ms: 0,
         trace: Trace::off(),

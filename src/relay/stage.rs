@@ -40,6 +40,9 @@ pub struct Flow {
     pub kind: MessageKind,
     /// The tool of a `tools/call`.
     pub tool: Option<Arc<str>>,
+    /// The name the agent called that tool by, when it came through a
+    /// virtual server under another name.
+    pub called_as: Option<Arc<str>>,
     /// For a `tools/call` response: the `steps/toolCallRequest` request id.
     pub request_ref: Option<Uuid>,
     /// For a `tools/call` response: how long the call took.
@@ -240,9 +243,8 @@ fn build_hook(
     flow: &Flow,
 ) -> Option<(HookRequest, OutputMap)> {
     let (hook, outputs) = build_plain_hook(session, stage, doc, flow)?;
-    let called_as = session.tool_called_as(flow.tool.as_deref());
     let step = spans::step(&flow.trace, &hook, session.metadata());
-    Some((hook.with_called_as(called_as).traced(step), outputs))
+    Some((hook.with_called_as(flow.called_as.clone()).traced(step), outputs))
 }
 
 fn build_plain_hook(

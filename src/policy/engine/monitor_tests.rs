@@ -117,3 +117,74 @@ fn a_tool_named_two_ways_is_decided_by_the_server_name_first_then_the_agents() {
         Some("trial-deny")
     );
 }
+
+/// What a tool named two ways was decided by before the second pass
+/// skipped the rules that name no tool: both names in full.
+fn decided_in_full(policy: &Policy, own: &HookView<'_>, called: &HookView<'_>) -> Decision {
+    if policy.matching_rule(own).is_none() && policy.matching_rule(called).is_some() {
+        policy.evaluate(called)
+    } else {
+        policy.evaluate(own)
+    }
+}
+
+#[test]
+fn the_second_name_is_decided_as_if_every_rule_were_looked_at_again() {
+    let text = r#"
+[policy]
+[[policy.rule]]
+name = "watch-bad"
+mode = "monitor"
+match = { pointer = "/arguments/x", regex = "bad" }
+decision = "deny"
+reasoning = "r"
+[[policy.rule]]
+name = "watch-echo"
+mode = "monitor"
+tool = "echo"
+decision = "deny"
+reasoning = "r"
+[[policy.rule]]
+name = "deny-b-worse"
+tool = "b__*"
+match = { pointer = "/arguments/x", regex = "worse" }
+decision = "deny"
+reasoning = "r"
+[[policy.rule]]
+name = "watch-all"
+mode = "monitor"
+decision = "deny"
+reasoning = "r"
+[[policy.rule]]
+name = "no-env"
+tool = "get-env"
+decision = "deny"
+reasoning = "r"
+[[policy.rule]]
+name = "deny-worst"
+tool = "*"
+match = { pointer = "/arguments/x", regex = "worst" }
+decision = "deny"
+reasoning = "r"
+"#;
+    let policy = Policy::from_toml_str("proxy.toml", text).unwrap_or_else(|e| panic!("{e}"));
+    for argument in ["ok", "bad", "worse", "worst", "bad worse"] {
+        let payload = json!({"arguments": {"x": argument}});
+        let view = |tool| HookView::new(CALL, Some(tool), &payload);
+        for own in ["echo", "get-env", "lookup"] {
+            for called in ["b__echo", "b__get-env", "c__lookup", "get-env", "echo"] {
+                let (own, called) = (view(own), view(called));
+                let fast = policy.evaluate_either(&own, Some(&called));
+                let full = decided_in_full(&policy, &own, &called);
+                let case = format!("{argument} {:?} {:?}", own.tool, called.tool);
+                assert_eq!(fast.decision, full.decision, "{case}");
+                assert_eq!(rule_of(&fast), rule_of(&full), "{case}");
+                assert_eq!(
+                    fast.monitored.as_deref().and_then(rule_of),
+                    full.monitored.as_deref().and_then(rule_of),
+                    "{case}"
+                );
+            }
+        }
+    }
+}

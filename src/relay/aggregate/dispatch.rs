@@ -102,7 +102,7 @@ async fn route_named(router: &Arc<Router>, kind: Kind, mut message: Value) {
                 let found = lock(&router.book).resolve(kind, &name);
                 match (found, router.only_leg_with(kind.capability())) {
                     (Some(target), _) => {
-                        message["params"]["name"] = Value::from(target.original);
+                        message["params"]["name"] = Value::from(&*target.original);
                         router.forward(target.leg, message).await;
                     }
                     // One server answers for its own names, listed or not.
@@ -119,7 +119,7 @@ async fn route_named(router: &Arc<Router>, kind: Kind, mut message: Value) {
             leg.route.note(&target.original, &name);
         }
     }
-    message["params"]["name"] = Value::from(target.original);
+    message["params"]["name"] = Value::from(&*target.original);
     router.forward(target.leg, message).await;
 }
 
@@ -135,7 +135,7 @@ async fn route_completion(router: &Arc<Router>, mut message: Value) {
     let found = lock(&router.book).resolve(Kind::Prompt, &name);
     match found {
         Some(target) => {
-            message["params"]["ref"]["name"] = Value::from(target.original);
+            message["params"]["ref"]["name"] = Value::from(&*target.original);
             router.forward(target.leg, message).await;
         }
         None => router.unknown_name(Kind::Prompt, &message, &name).await,

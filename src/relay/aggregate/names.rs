@@ -4,6 +4,7 @@
 //! to its upstream.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use globset::{Glob, GlobMatcher};
 
@@ -35,7 +36,7 @@ pub(super) struct Target {
     /// The leg's index.
     pub(super) leg: usize,
     /// The item's name on its own server.
-    pub(super) original: String,
+    pub(super) original: Arc<str>,
 }
 
 /// `tools` filters: globs over `upstream<separator>tool` or the bare name.
@@ -76,8 +77,10 @@ pub(super) struct NameBook {
     separator: String,
     legs: Vec<String>,
     filter: ToolFilter,
-    /// Exposed name → target, per kind.
-    exposed: HashMap<(Kind, String), Target>,
+    /// Exposed tool name → target.
+    tools: HashMap<String, Target>,
+    /// Exposed prompt name → target.
+    prompts: HashMap<String, Target>,
     /// Original name → the legs that offer it, per kind (for `on_conflict`).
     offered: HashMap<(Kind, String), BTreeSet<usize>>,
     /// Resource URIs and templates.
@@ -92,7 +95,8 @@ impl NameBook {
             separator: aggregate.separator.clone(),
             legs: aggregate.upstreams.clone(),
             filter: ToolFilter::compile(&aggregate.tools),
-            exposed: HashMap::new(),
+            tools: HashMap::new(),
+            prompts: HashMap::new(),
             offered: HashMap::new(),
             uris: UriBook::new(&aggregate.upstreams),
         }
@@ -131,15 +135,19 @@ impl NameBook {
         };
         let target = Target {
             leg,
-            original: original.to_owned(),
+            original: original.into(),
         };
-        match self.exposed.get(&(kind, name.clone())) {
+        match self.exposed(kind).get(&name) {
             // Under `never` a clash was refused at start-up; should a
             // server add a clashing tool later, the first one keeps the name.
             Some(existing) if existing.leg != leg => return None,
             _ => {}
         }
-        self.exposed.insert((kind, name.clone()), target);
+        let exposed = match kind {
+            Kind::Tool => &mut self.tools,
+            Kind::Prompt => &mut self.prompts,
+        };
+        exposed.insert(name.clone(), target);
         Some(name)
     }
 
@@ -147,7 +155,7 @@ impl NameBook {
     /// given out yet (the agent called before listing) is read by its
     /// prefix when prefixes are always used.
     pub(super) fn resolve(&self, kind: Kind, name: &str) -> Option<Target> {
-        if let Some(target) = self.exposed.get(&(kind, name.to_owned())) {
+        if let Some(target) = self.exposed(kind).get(name) {
             return Some(target.clone());
         }
         if self.mode != PrefixMode::Always {
@@ -158,14 +166,23 @@ impl NameBook {
             let qualified_allowed = kind != Kind::Tool || self.filter.allows(name, original);
             qualified_allowed.then(|| Target {
                 leg,
-                original: original.to_owned(),
+                original: original.into(),
             })
         })
     }
 
+    /// The exposed names of `kind`.
+    fn exposed(&self, kind: Kind) -> &HashMap<String, Target> {
+        match kind {
+            Kind::Tool => &self.tools,
+            Kind::Prompt => &self.prompts,
+        }
+    }
+
     /// Forgets everything `leg` offered: its upstream is gone.
     pub(super) fn forget_leg(&mut self, leg: usize) {
-        self.exposed.retain(|_, target| target.leg != leg);
+        self.tools.retain(|_, target| target.leg != leg);
+        self.prompts.retain(|_, target| target.leg != leg);
         for legs in self.offered.values_mut() {
             legs.remove(&leg);
         }
@@ -198,10 +215,10 @@ mod tests {
             Some("everything__echo")
         );
         let target = book.resolve(Kind::Tool, "everything__echo").unwrap();
-        assert_eq!((target.leg, target.original.as_str()), (0, "echo"));
+        assert_eq!((target.leg, &*target.original), (0, "echo"));
         // Called before it was listed: read by its prefix.
         let target = book.resolve(Kind::Tool, "demo__slow").unwrap();
-        assert_eq!((target.leg, target.original.as_str()), (1, "slow"));
+        assert_eq!((target.leg, &*target.original), (1, "slow"));
         assert!(book.resolve(Kind::Tool, "echo").is_none());
     }
 
