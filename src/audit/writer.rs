@@ -175,6 +175,10 @@ pub(crate) struct Writer {
     /// The failure window the log is in, if any.
     outage: Option<Outage>,
     retry_at: Instant,
+    /// The bytes of the last round written: the next round's buffer starts
+    /// that large, so it is allocated once instead of regrown (and copied)
+    /// several times as its entries arrive.
+    last_round_len: usize,
 }
 
 impl Writer {
@@ -200,6 +204,7 @@ impl Writer {
             committed_len,
             outage: None,
             retry_at: Instant::now(),
+            last_round_len: 0,
         }
     }
 
@@ -250,7 +255,10 @@ impl Writer {
     /// instead of holding one back for a whole round's hashing.
     async fn gather(&mut self, first: Command) -> Round {
         let epoch = self.status.epoch();
-        let mut round = Round::default();
+        let mut round = Round {
+            bytes: Vec::with_capacity(self.last_round_len),
+            ..Round::default()
+        };
         let lingers =
             !waited_for(&first) && self.outage.is_none() && self.mode != FsyncMode::Always;
         let mut lost = round.add(first, epoch, &self.status);
@@ -300,6 +308,7 @@ impl Writer {
             return;
         }
         let sync = round.sync_requested || self.sync_due();
+        self.last_round_len = round.bytes.len();
         match self.write(&round.bytes, sync).await {
             Ok(()) => {
                 self.committed_len += round.bytes.len() as u64;
