@@ -107,7 +107,62 @@ fn markdown(
             );
         }
     }
+    out.push_str(
+        "\nPaired per round (virtual server minus one route, the same round), against the \
+         spread of one route over the rounds:\n\n\
+         | phase | added p50 µs: median (min – max) | one route's p50 µs over rounds | \
+         added CPU/call µs: median (min – max) | one route's CPU/call µs over rounds |\n\
+         |---|---|---|---|---|\n",
+    );
+    for (index, (phase, _, _)) in phases.iter().enumerate() {
+        let single = &results[Route::Single as usize][index];
+        let virtual_server = &results[Route::Aggregate as usize][index];
+        let added = |of: fn(&PhaseResult) -> f64| -> Vec<f64> {
+            single
+                .iter()
+                .zip(virtual_server)
+                .map(|(one, three)| of(three) - of(one))
+                .collect()
+        };
+        let own = |of: fn(&PhaseResult) -> f64| -> Vec<f64> { single.iter().map(of).collect() };
+        let _ = writeln!(
+            out,
+            "| {phase} | {} | {} | {} | {} |",
+            spread(&added(|r| r.p50_us)),
+            range(&own(|r| r.p50_us)),
+            spread(&added(|r| r.root_cpu_us)),
+            range(&own(|r| r.root_cpu_us)),
+        );
+    }
     out
+}
+
+/// `median (min – max)` of per-round figures.
+fn spread(values: &[f64]) -> String {
+    format!(
+        "{:+.1} ({})",
+        median(values.iter().copied()),
+        signed_range(values)
+    )
+}
+
+fn signed_range(values: &[f64]) -> String {
+    let (low, high) = bounds(values);
+    format!("{low:+.1} – {high:+.1}")
+}
+
+/// `min – max` of per-round figures.
+fn range(values: &[f64]) -> String {
+    let (low, high) = bounds(values);
+    format!("{low:.1} – {high:.1}")
+}
+
+fn bounds(values: &[f64]) -> (f64, f64) {
+    values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), v| {
+            (low.min(*v), high.max(*v))
+        })
 }
 
 /// One run: spawn the proxy with the route's configuration, initialize,

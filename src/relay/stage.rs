@@ -244,7 +244,10 @@ fn build_hook(
 ) -> Option<(HookRequest, OutputMap)> {
     let (hook, outputs) = build_plain_hook(session, stage, doc, flow)?;
     let step = spans::step(&flow.trace, &hook, session.metadata());
-    Some((hook.with_called_as(flow.called_as.clone()).traced(step), outputs))
+    Some((
+        hook.with_called_as(flow.called_as.clone()).traced(step),
+        outputs,
+    ))
 }
 
 fn build_plain_hook(
