@@ -1,6 +1,7 @@
 //! The compiled policy and how it decides a hook.
 
 use std::collections::HashMap;
+use std::sync::{PoisonError, RwLock};
 
 use super::condition::Lookups;
 use super::hook::HookView;
@@ -23,7 +24,15 @@ pub struct Policy {
     default: Decision,
     mode: Mode,
     limits: RateLimits,
+    /// Names a tool was called by (through a virtual server), and whether
+    /// any rule's `tool` pattern fits them: the same few names come back
+    /// on every call, and most fit none.
+    fitting_names: RwLock<HashMap<String, bool>>,
 }
+
+/// How many names [`Policy::fitting_names`] remembers; past that, names
+/// are matched each time.
+const FITTING_NAMES_REMEMBERED: usize = 1024;
 
 impl Policy {
     /// Assembles a policy from rules that already compiled.
@@ -41,6 +50,7 @@ impl Policy {
             default,
             mode,
             limits,
+            fitting_names: RwLock::default(),
         }
     }
 
@@ -74,7 +84,7 @@ impl Policy {
         if let Some((_, rule)) = first.enforcing {
             return self.decided(rule.decide(own), first.monitored, own);
         }
-        if let Some(called) = called {
+        if let Some(called) = called.filter(|hook| self.some_rule_names(hook.tool)) {
             let second = self.pass(called, Scope::NamingATool);
             if let Some((at, rule)) = second.enforcing {
                 let earlier = first
@@ -88,6 +98,32 @@ impl Policy {
             }
         }
         self.decided(self.default.clone(), first.monitored, own)
+    }
+
+    /// Whether any rule's `tool` pattern fits `tool`: when none does, no
+    /// rule that names a tool can apply to it, whatever the hook.
+    fn some_rule_names(&self, tool: Option<&str>) -> bool {
+        let Some(tool) = tool else { return false };
+        let remembered = self
+            .fitting_names
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(tool)
+            .copied();
+        if let Some(fits) = remembered {
+            return fits;
+        }
+        let fits = self.rules.iter().any(|rule| {
+            names_a_tool(rule) && rule.tool().is_some_and(|pattern| pattern.matches(tool))
+        });
+        let mut names = self
+            .fitting_names
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if names.len() < FITTING_NAMES_REMEMBERED {
+            names.insert(tool.to_owned(), fits);
+        }
+        fits
     }
 
     /// `decision` with what the monitored rule would have decided, under
