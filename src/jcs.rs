@@ -134,14 +134,17 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Lowercase hex of `bytes`, through a table: every audit entry spells two
 /// digests, and the `hex` crate's per-`char` iterator showed in profiles.
+/// The digits are written as bytes and made a `String` once: pushing them
+/// as `char`s re-checked capacity and UTF-8 width for every digit.
 pub fn hex_lower(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    let mut out = vec![0u8; bytes.len() * 2];
+    for (pair, byte) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0x0f)];
     }
-    out
+    // Every byte is an ASCII digit or letter, so this cannot fail.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// The SHA-256 hex digest of `value`'s canonical form. A value JCS cannot
@@ -312,14 +315,25 @@ fn needs_escaping(bytes: &[u8]) -> bool {
     }
     let words = rest.chunks_exact(8);
     let tail = words.remainder();
-    for word in words {
+    let word_at = |at: usize| {
         let mut eight = [0u8; 8];
-        eight.copy_from_slice(word);
-        if word_needs_escaping(u64::from_le_bytes(eight)) {
+        eight.copy_from_slice(&bytes[at..at + 8]);
+        word_needs_escaping(u64::from_le_bytes(eight))
+    };
+    let mut at = bytes.len() - rest.len();
+    for _ in words {
+        if word_at(at) {
             return true;
         }
+        at += 8;
     }
-    tail.iter().any(|&byte| escaped(byte))
+    match tail.len() {
+        0 => false,
+        // The last eight bytes overlap some already checked, which is
+        // harmless and cheaper than the bytes one by one.
+        _ if bytes.len() >= 8 => word_at(bytes.len() - 8),
+        _ => tail.iter().any(|&byte| escaped(byte)),
+    }
 }
 
 /// Whether any of the eight bytes in `word` is below 0x20, `"` or `\`.
