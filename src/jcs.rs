@@ -55,6 +55,7 @@ impl Sink for Vec<u8> {
 /// A SHA-256 state fed through a small stack buffer: canonical JSON is
 /// written in many tiny pieces (quotes, colons, commas), and batching them
 /// keeps the hasher's per-call overhead off every piece.
+#[derive(Clone)]
 pub struct HashSink {
     hasher: Sha256,
     buffer: [u8; 256],
@@ -81,6 +82,14 @@ impl HashSink {
     /// The lowercase hex digest of everything put so far.
     pub fn finalize_hex(self) -> String {
         hex_lower(&self.finalize())
+    }
+
+    /// Feeds what is buffered to the hasher, so whole blocks are
+    /// compressed now: a sink cloned afterwards (a shared prefix) does not
+    /// compress them again.
+    pub fn absorb(&mut self) {
+        self.hasher.update(&self.buffer[..self.filled]);
+        self.filled = 0;
     }
 }
 

@@ -332,7 +332,7 @@ pub async fn record_hook(
 ) -> Result<Recorded, AuditError> {
     let decision = &decided.decision;
     let mut record = AuditRecord::for_hook(hook.request_id, mcp::hook_method_name(&hook.method))
-        .request_hash(hook.params_digest(session.metadata()))
+        .request_hash(session.request_hash(hook))
         .decision(decision.decision.as_str())
         .decision_source(decided.source)
         .reason_codes(decision.reason_codes.clone());
