@@ -9,15 +9,19 @@
 //! slot here, filled on first use. A series therefore appears in
 //! `/metrics` at the same moment as before, with the same name and
 //! labels; only the lookup is gone. Labels outside the closed sets (a hook
-//! method the proxy does not emit) still go through the family.
+//! method the proxy does not emit, a source or action spelled otherwise)
+//! still go through the family.
+//!
+//! Decision sources and enforcement actions are enums of the audit trail,
+//! a layer above this one, so they arrive here by their spelling and find
+//! their slot in the lists below.
 
 use std::sync::OnceLock;
 
 use prometheus::{Histogram, IntCounter};
 
 use super::{hook_label, Metrics};
-use crate::audit::{Action, DecisionSource};
-use crate::guardian::Disposition;
+use crate::hooks::decision::Disposition;
 use crate::hooks::{mcp, STEP_METHODS};
 use crate::jsonrpc::Direction;
 
@@ -30,10 +34,21 @@ const METHODS: usize = mcp::KNOWN_METHODS.len() + 1;
 const HOOKS: usize = METHODS + STEP_METHODS.len();
 /// Dispositions.
 const DISPOSITIONS: usize = 5;
+/// The spellings of `audit::DecisionSource`.
+const SOURCE_LABELS: [&str; 5] = ["embedded", "remote", "posture", "not_evaluated", "proxy"];
 /// Decision sources.
-const SOURCES: usize = 5;
+const SOURCES: usize = SOURCE_LABELS.len();
+/// The spellings of `audit::Action`.
+const ACTION_LABELS: [&str; 6] = [
+    "forwarded",
+    "rewritten",
+    "blocked",
+    "dropped",
+    "held",
+    "recorded",
+];
 /// Enforcement actions.
-const ACTIONS: usize = 6;
+const ACTIONS: usize = ACTION_LABELS.len();
 
 /// Fixed slots of lazily resolved series.
 struct Slots<T, const N: usize>([OnceLock<T>; N]);
@@ -71,42 +86,56 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts one decision about a `hook` (as [`Metrics::decision`]).
-    pub fn count_decision(&self, hook: &str, decision: Disposition, source: DecisionSource) {
+    /// Counts one decision about a `hook` by `source` (as
+    /// [`Metrics::decision`]).
+    pub fn count_decision(&self, hook: &str, decision: Disposition, source: &str) {
         let hook = hook_label(hook);
-        let Some(hook_slot) = hook_slot(hook) else {
-            self.decision(hook, decision.as_str(), source.as_str());
+        let (Some(hook_slot), Some(source_slot)) =
+            (hook_slot(hook), slot_of(&SOURCE_LABELS, source))
+        else {
+            self.decision(hook, decision.as_str(), source);
             return;
         };
-        let slot =
-            (hook_slot * DISPOSITIONS + disposition_slot(decision)) * SOURCES + source_slot(source);
+        let slot = (hook_slot * DISPOSITIONS + disposition_slot(decision)) * SOURCES + source_slot;
         DECISIONS
             .get(slot, || {
                 self.decisions_total
-                    .with_label_values(&[hook, decision.as_str(), source.as_str()])
+                    .with_label_values(&[hook, decision.as_str(), source])
             })
             .inc();
     }
 
-    /// Observes how long a hook took to decide (as [`Metrics::decided_in`]).
-    pub fn observe_decision(&self, source: DecisionSource, outcome: Disposition, seconds: f64) {
-        let slot = source_slot(source) * DISPOSITIONS + disposition_slot(outcome);
+    /// Observes how long a hook took to decide, by who decided (`source`)
+    /// and the disposition applied (as [`Metrics::decided_in`]).
+    pub fn observe_decision(&self, source: &str, outcome: Disposition, seconds: f64) {
+        let Some(source_slot) = slot_of(&SOURCE_LABELS, source) else {
+            self.decided_in(source, outcome.as_str(), seconds);
+            return;
+        };
+        let slot = source_slot * DISPOSITIONS + disposition_slot(outcome);
         DECISION_SECONDS
             .get(slot, || {
                 self.decision_seconds
-                    .with_label_values(&[source.as_str(), outcome.as_str()])
+                    .with_label_values(&[source, outcome.as_str()])
             })
             .observe(seconds);
     }
 
     /// Counts one enforcement action (as [`Metrics::enforcement`]).
-    pub fn count_enforcement(&self, action: Action) {
+    pub fn count_enforcement(&self, action: &str) {
+        let Some(slot) = slot_of(&ACTION_LABELS, action) else {
+            self.enforcement(action);
+            return;
+        };
         ENFORCEMENT
-            .get(action_slot(action), || {
-                self.enforcement_total.with_label_values(&[action.as_str()])
-            })
+            .get(slot, || self.enforcement_total.with_label_values(&[action]))
             .inc();
     }
+}
+
+/// The place of `label` in `labels`, if it is one of them.
+fn slot_of(labels: &[&str], label: &str) -> Option<usize> {
+    labels.iter().position(|known| *known == label)
 }
 
 fn direction_slot(direction: Direction) -> usize {
@@ -147,27 +176,6 @@ fn disposition_slot(disposition: Disposition) -> usize {
     }
 }
 
-fn source_slot(source: DecisionSource) -> usize {
-    match source {
-        DecisionSource::Embedded => 0,
-        DecisionSource::Remote => 1,
-        DecisionSource::Posture => 2,
-        DecisionSource::NotEvaluated => 3,
-        DecisionSource::Proxy => 4,
-    }
-}
-
-fn action_slot(action: Action) -> usize {
-    match action {
-        Action::Forwarded => 0,
-        Action::Rewritten => 1,
-        Action::Blocked => 2,
-        Action::Dropped => 3,
-        Action::Held => 4,
-        Action::Recorded => 5,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,28 +200,52 @@ mod tests {
         assert_eq!(hook_slot("custom/hook"), None);
     }
 
+    /// The lists must keep up with the audit trail's enums, or their
+    /// series would quietly go back to the lookup.
+    #[test]
+    fn every_source_and_action_has_a_slot() {
+        use crate::audit::{Action, DecisionSource};
+        for source in [
+            DecisionSource::Embedded,
+            DecisionSource::Remote,
+            DecisionSource::Posture,
+            DecisionSource::NotEvaluated,
+            DecisionSource::Proxy,
+        ] {
+            assert!(
+                slot_of(&SOURCE_LABELS, source.as_str()).is_some(),
+                "{source:?}"
+            );
+        }
+        for action in [
+            Action::Forwarded,
+            Action::Rewritten,
+            Action::Blocked,
+            Action::Dropped,
+            Action::Held,
+            Action::Recorded,
+        ] {
+            assert!(
+                slot_of(&ACTION_LABELS, action.as_str()).is_some(),
+                "{action:?}"
+            );
+        }
+    }
+
     #[test]
     fn cached_series_are_the_labelled_ones() {
         let before = METRICS
             .decisions_total
             .with_label_values(&["steps/toolCallResult", "modify", "remote"])
             .get();
-        METRICS.count_decision(
-            "steps/toolCallResult",
-            Disposition::Modify,
-            DecisionSource::Remote,
-        );
-        METRICS.count_decision(
-            "steps/toolCallResult",
-            Disposition::Modify,
-            DecisionSource::Remote,
-        );
+        METRICS.count_decision("steps/toolCallResult", Disposition::Modify, "remote");
+        METRICS.count_decision("steps/toolCallResult", Disposition::Modify, "remote");
         let after = METRICS
             .decisions_total
             .with_label_values(&["steps/toolCallResult", "modify", "remote"])
             .get();
         assert_eq!(after - before, 2);
-        METRICS.count_decision("custom/hook", Disposition::Ask, DecisionSource::Proxy);
+        METRICS.count_decision("custom/hook", Disposition::Ask, "proxy");
         assert!(METRICS.render().contains(
             "acs_proxy_decisions_total{decision=\"ask\",hook=\"custom/hook\",source=\"proxy\"}"
         ));

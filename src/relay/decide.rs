@@ -201,7 +201,7 @@ pub fn resolve(session: &Session, hook: &HookRequest, answer: Answer) -> Decided
         },
         Err(err) => failure(session.negotiated().on_decision_failure, &err),
     };
-    METRICS.observe_decision(decided.source, decided.decision.decision, elapsed);
+    METRICS.observe_decision(decided.source.as_str(), decided.decision.decision, elapsed);
     count(hook, decided)
 }
 
@@ -312,7 +312,11 @@ fn posture(posture: FailurePosture, failure: String) -> Decided {
 /// Counts the decision, and records it on the step's span.
 fn count(hook: &HookRequest, decided: Decided) -> Decided {
     spans::decision(&hook.trace, &decided.decision, decided.source.as_str());
-    METRICS.count_decision(&hook.method, decided.decision.decision, decided.source);
+    METRICS.count_decision(
+        &hook.method,
+        decided.decision.decision,
+        decided.source.as_str(),
+    );
     if let Some(would_be) = &decided.decision.monitored {
         POLICY_MONITORED
             .with_label_values(&[would_be.decision.as_str()])
@@ -361,7 +365,7 @@ pub async fn record_hook(
     if let Some(detail) = detail.or_else(|| decided.failure.clone()) {
         record = record.detail(detail);
     }
-    METRICS.count_enforcement(action);
+    METRICS.count_enforcement(action.as_str());
     append(session, with_context(record, context, action)).await
 }
 
@@ -383,7 +387,7 @@ pub async fn record_event(
     if let Some(reasoning) = &decision.reasoning {
         record = record.reasoning(reasoning.as_str());
     }
-    METRICS.count_enforcement(action);
+    METRICS.count_enforcement(action.as_str());
     append(session, with_context(record, context, action)).await
 }
 
@@ -406,7 +410,7 @@ pub async fn record_limit_refusal(
     if let Some(reasoning) = &decision.reasoning {
         record = record.reasoning(reasoning.as_str());
     }
-    METRICS.count_enforcement(Action::Blocked);
+    METRICS.count_enforcement(Action::Blocked.as_str());
     append(session, with_context(record, context, Action::Blocked)).await
 }
 
