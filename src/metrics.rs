@@ -6,6 +6,7 @@
 //! admitted only from the inventory and up to a configured number (see
 //! [`ToolLabels`]), so a peer cannot grow the series count.
 
+mod handles;
 mod tool_labels;
 
 use std::sync::{LazyLock, OnceLock};
@@ -312,7 +313,7 @@ impl Metrics {
     pub fn tool_call(&self, route: &str, tool: &str, listed: bool, seconds: f64) {
         let label = self.tool_labels.label(route, tool, listed);
         self.tool_call_duration_seconds
-            .with_label_values(&[route, &label])
+            .with_label_values(&[route, label])
             .observe(seconds);
     }
 

@@ -23,7 +23,7 @@ use crate::enforce::integrity::SessionView;
 use crate::guardian::Decided;
 use crate::guardian::{Guardian, Negotiated};
 use crate::hooks::agbom::{Inventory, ListKind};
-use crate::hooks::{HookRequest, Identity, Metadata, VirtualRoute};
+use crate::hooks::{HookRequest, Identity, Metadata, ParamsHead, VirtualRoute};
 use crate::jsonrpc::RequestId;
 use crate::limits::{LimitExceeded, RequestBudget};
 use crate::policy::limit::Admitted;
@@ -294,6 +294,8 @@ pub struct Session {
     /// The session's id, also the audit chain's.
     pub session_id: Uuid,
     metadata: OnceLock<Metadata>,
+    /// The hashed head of every hook's `params`, made from `metadata`.
+    params_head: OnceLock<ParamsHead>,
     negotiated: OnceLock<Negotiated>,
     /// Who decides.
     pub guardian: Arc<dyn Guardian>,
@@ -354,6 +356,7 @@ impl Session {
             config,
             session_id,
             metadata: OnceLock::new(),
+            params_head: OnceLock::new(),
             negotiated: OnceLock::new(),
             guardian,
             audit,
@@ -423,6 +426,15 @@ impl Session {
     /// Fixes the envelope metadata (once, when the first message is read).
     pub fn set_metadata(&self, metadata: Metadata) {
         let _ = self.metadata.set(metadata);
+    }
+
+    /// The §8.1 `request_hash` of `hook` in this session: the part of its
+    /// `params` every hook shares (the metadata) is hashed once per
+    /// session, not once per hook.
+    pub fn request_hash(&self, hook: &HookRequest) -> String {
+        let metadata = self.metadata();
+        let head = self.params_head.get_or_init(|| ParamsHead::new(metadata));
+        hook.params_digest_after(head, metadata)
     }
 
     /// The envelope metadata.

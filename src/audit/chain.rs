@@ -140,20 +140,76 @@ fn previous_hash_bytes(previous: Option<&Value>) -> Result<Option<[u8; 32]>, Aud
     }
 }
 
-/// Decodes a 64-digit hex SHA-256.
+/// Decodes a 64-digit hex SHA-256 (either case), as `hex::decode_to_slice`
+/// does, through a table: every entry linked decodes its predecessor's
+/// hash, and the per-digit match showed in profiles.
 fn decode_previous(hex_digest: &str) -> Result<[u8; 32], AuditError> {
-    let mut bytes = [0u8; 32];
-    match hex::decode_to_slice(hex_digest, &mut bytes) {
-        Ok(()) => Ok(bytes),
-        Err(_) => Err(AuditError::Malformed(
-            "previous_hash is not a 64-digit hex SHA-256",
-        )),
+    let malformed = || AuditError::Malformed("previous_hash is not a 64-digit hex SHA-256");
+    let digits = hex_digest.as_bytes();
+    if digits.len() != 64 {
+        return Err(malformed());
     }
+    let mut bytes = [0u8; 32];
+    let mut invalid = 0u8;
+    for (byte, pair) in bytes.iter_mut().zip(digits.chunks_exact(2)) {
+        let high = HEX_VALUES[usize::from(pair[0])];
+        let low = HEX_VALUES[usize::from(pair[1])];
+        invalid |= high | low;
+        *byte = (high << 4) | (low & 0x0f);
+    }
+    if invalid & NOT_HEX != 0 {
+        return Err(malformed());
+    }
+    Ok(bytes)
 }
+
+/// Marks a byte that is not a hex digit in [`HEX_VALUES`].
+const NOT_HEX: u8 = 0x80;
+
+/// The value of each hex digit byte; [`NOT_HEX`] for any other byte.
+const HEX_VALUES: [u8; 256] = {
+    let mut values = [NOT_HEX; 256];
+    let mut digit = 0;
+    while digit < 16 {
+        values[b"0123456789abcdef"[digit] as usize] = digit as u8;
+        values[b"0123456789ABCDEF"[digit] as usize] = digit as u8;
+        digit += 1;
+    }
+    values
+};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn previous_hash_decodes_as_the_hex_crate_does() {
+        let digest: Vec<u8> = (0..32u8).map(|i| i.wrapping_mul(37)).collect();
+        let lower = hex::encode(&digest);
+        let mut cases = vec![
+            lower.clone(),
+            lower.to_uppercase(),
+            String::new(),
+            "ab".into(),
+        ];
+        for at in [0, 1, 31, 62, 63] {
+            for bad in ['g', 'G', ' ', '/', ':', '@', '`', 'é'] {
+                let mut text: Vec<char> = lower.chars().collect();
+                text[at] = bad;
+                cases.push(text.into_iter().collect());
+            }
+        }
+        cases.push(format!("{lower}0"));
+        for case in cases {
+            let mut expected = [0u8; 32];
+            let reference = hex::decode_to_slice(&case, &mut expected).map(|()| expected);
+            match (decode_previous(&case), reference) {
+                (Ok(decoded), Ok(expected)) => assert_eq!(decoded, expected, "{case}"),
+                (Err(_), Err(_)) => {}
+                (ours, theirs) => panic!("{case}: {ours:?} vs {theirs:?}"),
+            }
+        }
+    }
 
     const GO_VECTORS: &str = include_str!("../../tests/vectors/agt-go-chain-vectors.json");
     const PYTHON_DERIVED: &str =

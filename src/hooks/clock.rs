@@ -46,8 +46,10 @@ fn format_millis(unix_secs: u64, millis: u32) -> String {
     out[19] = b'.';
     put(&mut out[20..23], millis.min(999));
     out[23] = b'Z';
-    // Every byte written above is an ASCII digit or separator.
-    String::from_utf8_lossy(&out).into_owned()
+    // Every byte written above is an ASCII digit or separator, so this
+    // cannot fail; checked, not lossy, because the lossy conversion walks
+    // the bytes as UTF-8 chunks before copying them.
+    std::str::from_utf8(&out).map_or_else(|_| FALLBACK.to_owned(), str::to_owned)
 }
 
 /// Writes `value` as exactly `out.len()` decimal digits, zero-padded.

@@ -85,6 +85,53 @@ pub struct HookRequest {
     pub trace: Trace,
 }
 
+/// The canonical `params` of a session's hooks up to their payload
+/// (`acs_version` and `metadata`, which sort first and are the same for
+/// every hook of a session), already fed to SHA-256. A session makes it
+/// once, so each hook's `request_hash` only hashes what is its own.
+#[derive(Clone)]
+pub struct ParamsHead {
+    sink: HashSink,
+}
+
+impl ParamsHead {
+    /// The head of `params` for hooks carrying `metadata`.
+    pub fn new(metadata: &Metadata) -> Self {
+        let mut sink = HashSink::default();
+        let mut uuid = Uuid::encode_buffer();
+        sink.put(b"{\"acs_version\":");
+        jcs::write_str(&mut sink, ACS_VERSION);
+        sink.put(b",\"metadata\":{\"agent_id\":");
+        jcs::write_str(&mut sink, &metadata.agent_id);
+        if let Some(environment) = &metadata.environment {
+            sink.put(b",\"environment\":");
+            jcs::write_str(&mut sink, environment);
+        }
+        sink.put(b",\"platform\":");
+        jcs::write_str(&mut sink, PLATFORM);
+        sink.put(b",\"platform_version\":");
+        jcs::write_str(&mut sink, env!("CARGO_PKG_VERSION"));
+        sink.put(b",\"session_id\":");
+        jcs::write_str(
+            &mut sink,
+            Hyphenated::from_uuid(metadata.session_id).encode_lower(&mut uuid),
+        );
+        if let Some(user) = &metadata.user {
+            user.write_canonical_user_context(&mut sink);
+        }
+        sink.put(b"},\"payload\":");
+        // Whole blocks are compressed now, once, rather than per hook.
+        sink.absorb();
+        Self { sink }
+    }
+}
+
+impl std::fmt::Debug for ParamsHead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ParamsHead")
+    }
+}
+
 impl HookRequest {
     /// A hook firing now with a fresh request id.
     pub fn new(
@@ -134,8 +181,15 @@ impl HookRequest {
     /// §8.1 `request_hash`, streamed into the hasher without building the
     /// `params` object or copying the payload.
     pub fn params_digest(&self, metadata: &Metadata) -> String {
-        let mut sink = HashSink::default();
-        match self.write_canonical_params(&mut sink, metadata) {
+        self.params_digest_after(&ParamsHead::new(metadata), metadata)
+    }
+
+    /// [`Self::params_digest`], continuing from `head`, the hashed part of
+    /// `params` every hook of the session shares; `head` must have been
+    /// made from `metadata`.
+    pub fn params_digest_after(&self, head: &ParamsHead, metadata: &Metadata) -> String {
+        let mut sink = head.sink.clone();
+        match self.write_canonical_params_tail(&mut sink, metadata) {
             Ok(()) => sink.finalize_hex(),
             // No canonical form (a number beyond the double range): the
             // same fallback digest as for the built object.
@@ -143,34 +197,14 @@ impl HookRequest {
         }
     }
 
-    /// `params` in canonical (sorted, ASCII keys) member order.
-    fn write_canonical_params<S: Sink>(
+    /// `params` in canonical (sorted, ASCII keys) member order from
+    /// `payload` on; [`ParamsHead`] writes what comes before.
+    fn write_canonical_params_tail<S: Sink>(
         &self,
         sink: &mut S,
         metadata: &Metadata,
     ) -> Result<(), JcsError> {
         let mut uuid = Uuid::encode_buffer();
-        sink.put(b"{\"acs_version\":");
-        jcs::write_str(sink, ACS_VERSION);
-        sink.put(b",\"metadata\":{\"agent_id\":");
-        jcs::write_str(sink, &metadata.agent_id);
-        if let Some(environment) = &metadata.environment {
-            sink.put(b",\"environment\":");
-            jcs::write_str(sink, environment);
-        }
-        sink.put(b",\"platform\":");
-        jcs::write_str(sink, PLATFORM);
-        sink.put(b",\"platform_version\":");
-        jcs::write_str(sink, env!("CARGO_PKG_VERSION"));
-        sink.put(b",\"session_id\":");
-        jcs::write_str(
-            sink,
-            Hyphenated::from_uuid(metadata.session_id).encode_lower(&mut uuid),
-        );
-        if let Some(user) = &metadata.user {
-            user.write_canonical_user_context(sink);
-        }
-        sink.put(b"},\"payload\":");
         jcs::write_value(sink, &self.payload)?;
         sink.put(b",\"request_id\":");
         jcs::write_str(
@@ -250,6 +284,36 @@ mod tests {
             hook.params_digest(&metadata),
             jcs::value_digest(&hook.params(&metadata))
         );
+    }
+
+    #[test]
+    fn digest_after_a_shared_head_is_the_digest() {
+        let user = Arc::new(Identity {
+            user_id: "bob".into(),
+            roles: vec!["r".into()],
+            tenant: Some("t".into()),
+            descriptor: IdentityDescriptor::ApiToken { name: "bob".into() },
+        });
+        for (environment, user) in [(None, None), (Some("staging".to_owned()), Some(user))] {
+            let metadata = Metadata {
+                agent_id: "a".repeat(300),
+                session_id: Uuid::new_v4(),
+                environment,
+                user,
+            };
+            let head = ParamsHead::new(&metadata);
+            for payload in [
+                json!({}),
+                json!({"k": "v".repeat(500)}),
+                serde_json::from_str(r#"{"n": 1e400}"#).unwrap(),
+            ] {
+                let hook = HookRequest::new("steps/toolCallRequest", payload, None);
+                assert_eq!(
+                    hook.params_digest_after(&head, &metadata),
+                    jcs::value_digest(&hook.params(&metadata))
+                );
+            }
+        }
     }
 
     #[test]

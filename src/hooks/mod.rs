@@ -21,7 +21,7 @@ pub mod tool_call;
 
 pub use clock::now_rfc3339;
 pub use context::{GatewayContext, VirtualRoute};
-pub use envelope::{HookRequest, Metadata, ACS_VERSION, PLATFORM};
+pub use envelope::{HookRequest, Metadata, ParamsHead, ACS_VERSION, PLATFORM};
 pub use identity::{Identity, IdentityDescriptor};
 
 /// `steps/sessionStart`.

@@ -7,7 +7,7 @@
 //! number of `(route, tool)` pairs have been admitted; every other call is
 //! counted under `other`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -21,14 +21,22 @@ pub const DEFAULT_MAX_TOOL_LABELS: usize = 100;
 #[derive(Debug)]
 pub struct ToolLabels {
     limit: AtomicUsize,
-    admitted: Mutex<HashSet<(String, String)>>,
+    admitted: Mutex<Admitted>,
+}
+
+/// The admitted tools by route, so a call's pair is found from borrowed
+/// names (every `tools/call` answered asks), and how many pairs that is.
+#[derive(Debug, Default)]
+struct Admitted {
+    by_route: HashMap<String, HashSet<String>>,
+    pairs: usize,
 }
 
 impl Default for ToolLabels {
     fn default() -> Self {
         Self {
             limit: AtomicUsize::new(DEFAULT_MAX_TOOL_LABELS),
-            admitted: Mutex::new(HashSet::new()),
+            admitted: Mutex::new(Admitted::default()),
         }
     }
 }
@@ -42,23 +50,31 @@ impl ToolLabels {
 
     /// The label value for a call of `tool` on `route`: the tool's name
     /// when `listed` (the inventory names it) and admitted, else `other`.
-    pub fn label(&self, route: &str, tool: &str, listed: bool) -> String {
+    pub fn label<'a>(&self, route: &str, tool: &'a str, listed: bool) -> &'a str {
         if !listed || tool == OTHER_TOOL {
-            return OTHER_TOOL.to_owned();
+            return OTHER_TOOL;
         }
         let mut admitted = self
             .admitted
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let key = (route.to_owned(), tool.to_owned());
-        if admitted.contains(&key) {
-            return key.1;
+        if admitted
+            .by_route
+            .get(route)
+            .is_some_and(|tools| tools.contains(tool))
+        {
+            return tool;
         }
-        if admitted.len() >= self.limit.load(Ordering::Relaxed) {
-            return OTHER_TOOL.to_owned();
+        if admitted.pairs >= self.limit.load(Ordering::Relaxed) {
+            return OTHER_TOOL;
         }
-        admitted.insert(key.clone());
-        key.1
+        admitted
+            .by_route
+            .entry(route.to_owned())
+            .or_default()
+            .insert(tool.to_owned());
+        admitted.pairs += 1;
+        tool
     }
 }
 

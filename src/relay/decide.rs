@@ -201,11 +201,7 @@ pub fn resolve(session: &Session, hook: &HookRequest, answer: Answer) -> Decided
         },
         Err(err) => failure(session.negotiated().on_decision_failure, &err),
     };
-    METRICS.decided_in(
-        decided.source.as_str(),
-        decided.decision.decision.as_str(),
-        elapsed,
-    );
+    METRICS.observe_decision(decided.source.as_str(), decided.decision.decision, elapsed);
     count(hook, decided)
 }
 
@@ -316,9 +312,9 @@ fn posture(posture: FailurePosture, failure: String) -> Decided {
 /// Counts the decision, and records it on the step's span.
 fn count(hook: &HookRequest, decided: Decided) -> Decided {
     spans::decision(&hook.trace, &decided.decision, decided.source.as_str());
-    METRICS.decision(
+    METRICS.count_decision(
         &hook.method,
-        decided.decision.decision.as_str(),
+        decided.decision.decision,
         decided.source.as_str(),
     );
     if let Some(would_be) = &decided.decision.monitored {
@@ -340,7 +336,7 @@ pub async fn record_hook(
 ) -> Result<Recorded, AuditError> {
     let decision = &decided.decision;
     let mut record = AuditRecord::for_hook(hook.request_id, mcp::hook_method_name(&hook.method))
-        .request_hash(hook.params_digest(session.metadata()))
+        .request_hash(session.request_hash(hook))
         .decision(decision.decision.as_str())
         .decision_source(decided.source)
         .reason_codes(decision.reason_codes.clone());
@@ -369,7 +365,7 @@ pub async fn record_hook(
     if let Some(detail) = detail.or_else(|| decided.failure.clone()) {
         record = record.detail(detail);
     }
-    METRICS.enforcement(action.as_str());
+    METRICS.count_enforcement(action.as_str());
     append(session, with_context(record, context, action)).await
 }
 
@@ -391,7 +387,7 @@ pub async fn record_event(
     if let Some(reasoning) = &decision.reasoning {
         record = record.reasoning(reasoning.as_str());
     }
-    METRICS.enforcement(action.as_str());
+    METRICS.count_enforcement(action.as_str());
     append(session, with_context(record, context, action)).await
 }
 
@@ -414,7 +410,7 @@ pub async fn record_limit_refusal(
     if let Some(reasoning) = &decision.reasoning {
         record = record.reasoning(reasoning.as_str());
     }
-    METRICS.enforcement(Action::Blocked.as_str());
+    METRICS.count_enforcement(Action::Blocked.as_str());
     append(session, with_context(record, context, Action::Blocked)).await
 }
 

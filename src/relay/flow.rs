@@ -31,7 +31,7 @@ pub async fn handle_message(
     carrier: Option<&Carrier>,
     detach: &mut Option<oneshot::Sender<Outcome>>,
 ) -> Vec<Delivery> {
-    METRICS.message(direction.as_str(), message.method());
+    METRICS.count_message(direction, message.method());
     if let Some(refusal) = refused(session, direction, &message).await {
         return refusal;
     }

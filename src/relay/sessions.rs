@@ -122,7 +122,7 @@ impl RelaySessions {
                 "{} limit reached; a new {transport} session on route {route:?} was refused",
                 limit.label()
             ));
-        METRICS.enforcement(Action::Blocked.as_str());
+        METRICS.count_enforcement(Action::Blocked.as_str());
         match chain.append(record).await {
             Ok(_) => METRICS.audit_entries_total.inc(),
             Err(err) => {
