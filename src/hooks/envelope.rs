@@ -37,6 +37,31 @@ impl Metadata {
         self.user.as_deref().and_then(|user| user.tenant.as_deref())
     }
 
+    /// `"acs_version":…,"metadata":{"agent_id":…` through `"session_id":…`
+    /// in canonical (RFC 8785) member order, the metadata object left open
+    /// for what follows `session_id`: the part of every hook's `params`
+    /// that the writers streaming an envelope's canonical form share.
+    pub fn write_canonical_head<S: Sink>(&self, sink: &mut S) {
+        let mut uuid = Uuid::encode_buffer();
+        sink.put(b"\"acs_version\":");
+        jcs::write_str(sink, ACS_VERSION);
+        sink.put(b",\"metadata\":{\"agent_id\":");
+        jcs::write_str(sink, &self.agent_id);
+        if let Some(environment) = &self.environment {
+            sink.put(b",\"environment\":");
+            jcs::write_str(sink, environment);
+        }
+        sink.put(b",\"platform\":");
+        jcs::write_str(sink, PLATFORM);
+        sink.put(b",\"platform_version\":");
+        jcs::write_str(sink, env!("CARGO_PKG_VERSION"));
+        sink.put(b",\"session_id\":");
+        jcs::write_str(
+            sink,
+            Hyphenated::from_uuid(self.session_id).encode_lower(&mut uuid),
+        );
+    }
+
     pub(crate) fn to_value(&self) -> Value {
         let mut map = Map::new();
         map.insert("agent_id".into(), Value::from(self.agent_id.as_str()));
@@ -98,24 +123,8 @@ impl ParamsHead {
     /// The head of `params` for hooks carrying `metadata`.
     pub fn new(metadata: &Metadata) -> Self {
         let mut sink = HashSink::default();
-        let mut uuid = Uuid::encode_buffer();
-        sink.put(b"{\"acs_version\":");
-        jcs::write_str(&mut sink, ACS_VERSION);
-        sink.put(b",\"metadata\":{\"agent_id\":");
-        jcs::write_str(&mut sink, &metadata.agent_id);
-        if let Some(environment) = &metadata.environment {
-            sink.put(b",\"environment\":");
-            jcs::write_str(&mut sink, environment);
-        }
-        sink.put(b",\"platform\":");
-        jcs::write_str(&mut sink, PLATFORM);
-        sink.put(b",\"platform_version\":");
-        jcs::write_str(&mut sink, env!("CARGO_PKG_VERSION"));
-        sink.put(b",\"session_id\":");
-        jcs::write_str(
-            &mut sink,
-            Hyphenated::from_uuid(metadata.session_id).encode_lower(&mut uuid),
-        );
+        sink.put(b"{");
+        metadata.write_canonical_head(&mut sink);
         if let Some(user) = &metadata.user {
             user.write_canonical_user_context(&mut sink);
         }

@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use crate::guardian::remote::signing::{MacSink, SessionKey, SigningError, HMAC_SHA256};
 use crate::guardian::GuardianError;
-use crate::hooks::{HookRequest, Metadata, ACS_VERSION, PLATFORM};
+use crate::hooks::{HookRequest, Metadata};
 use crate::jcs::{self, JcsError, Sink};
 
 /// Length of a 32-byte HMAC-SHA256 tag in padded standard base64.
@@ -71,21 +71,8 @@ impl RequestSigner<'_> {
         out.id(id).map_err(cannot_sign)?;
         out.put(b",\"jsonrpc\":\"2.0\",\"method\":");
         jcs::write_str(&mut out, &hook.method);
-        out.put(b",\"params\":{\"acs_version\":");
-        jcs::write_str(&mut out, ACS_VERSION);
-        out.put(b",\"metadata\":{\"agent_id\":");
-        jcs::write_str(&mut out, &metadata.agent_id);
-        if let Some(environment) = &metadata.environment {
-            out.put(b",\"environment\":");
-            jcs::write_str(&mut out, environment);
-        }
-        out.put(b",\"platform\":");
-        jcs::write_str(&mut out, PLATFORM);
-        out.put(b",\"platform_version\":");
-        jcs::write_str(&mut out, env!("CARGO_PKG_VERSION"));
-        out.put(b",\"session_id\":");
-        let session_id = Hyphenated::from_uuid(metadata.session_id).encode_lower(&mut uuid);
-        jcs::write_str(&mut out, session_id);
+        out.put(b",\"params\":{");
+        metadata.write_canonical_head(&mut out);
         if let Some(head) = head {
             out.put(b",\"session_state\":{\"chain_hash\":");
             jcs::write_str(&mut out, head);
