@@ -72,13 +72,8 @@ pub(super) async fn route_call(router: &Arc<Router>, bytes: &[u8]) -> bool {
     if kind == Kind::Tool {
         leg.route.note(&target.original, &call.name);
     }
-    let agent_id = call.id.clone();
-    let sent = leg
-        .forward_call(bytes, call.id, call.id_at, call.name_at, &target.original)
+    leg.forward_call(bytes, call.id, call.id_at, call.name_at, &target.original)
         .await;
-    if sent.is_err() {
-        router.unavailable(&agent_id.to_value(), target.leg).await;
-    }
     true
 }
 

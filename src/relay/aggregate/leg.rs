@@ -178,7 +178,8 @@ impl Leg {
 
     /// Sends the agent's request `bytes` (id `agent_id`) with the leg's id
     /// spliced in at `id_at` and `name_at` replaced by `name`; the answer
-    /// goes straight to the agent.
+    /// goes straight to the agent, and so does the refusal when the leg is
+    /// gone.
     pub(super) async fn forward_call(
         &self,
         bytes: &[u8],
@@ -186,23 +187,25 @@ impl Leg {
         id_at: Range<usize>,
         name_at: Range<usize>,
         name: &str,
-    ) -> Result<(), LegGone> {
+    ) {
+        let Ok(name) = serde_json::to_string(name) else {
+            return self.unavailable(&agent_id).await;
+        };
         if self.gone.is_cancelled() {
-            return Err(LegGone);
+            return self.unavailable(&agent_id).await;
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let leg_id = id.to_string();
-        let name = serde_json::to_string(name).map_err(|_| LegGone)?;
         let message = splice::splice(
             bytes,
             &mut [(id_at, leg_id.as_bytes()), (name_at, name.as_bytes())],
         );
         self.pending.insert(id, Some(agent_id), Answer::Agent);
         if self.to_leg.send(message).await.is_err() {
-            self.pending.take(id);
-            return Err(LegGone);
+            if let Some((Some(agent_id), _)) = self.pending.take(id) {
+                self.unavailable(&agent_id).await;
+            }
         }
-        Ok(())
     }
 
     /// The leg's id for the agent's request `agent_id` (JSON text), while
@@ -309,8 +312,8 @@ async fn answer(leg: &Leg, frame: Bytes) -> Option<Bytes> {
 }
 
 impl Leg {
-    /// Answers the agent's call `agent_id`: this upstream went before
-    /// answering it.
+    /// Answers the agent's call `agent_id`: this upstream is gone, or
+    /// went before answering it.
     async fn unavailable(&self, agent_id: &RequestId) {
         let text = format!("the upstream server {:?} is not available", self.name);
         let reply = error_response(Some(agent_id), codes::UPSTREAM_UNAVAILABLE, &text, None);

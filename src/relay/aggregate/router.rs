@@ -263,7 +263,7 @@ impl Router {
     }
 
     /// Answers that the upstream `leg` is not there to serve `id`.
-    pub(super) async fn unavailable(&self, id: &Value, leg: usize) {
+    async fn unavailable(&self, id: &Value, leg: usize) {
         let name = self
             .aggregate
             .upstreams
