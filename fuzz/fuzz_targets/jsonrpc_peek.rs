@@ -2,11 +2,15 @@
 //! a frame the peek accepts is valid JSON whose members say what the peek
 //! says; a frame that
 //! is not JSON is a parse error (-32700), never an invalid request; and the
-//! error reply built for any refusal is itself valid JSON.
+//! error reply built for any refusal is itself valid JSON. The peek of a
+//! named request (a virtual server's routed calls) reads what the ordinary
+//! peek reads, and the walk that locates top-level members finds in valid
+//! JSON the members a full parse finds.
 #![no_main]
 
 use acs_proxy::jsonrpc::{
-    codes, error_response, peek_frame, Frame, Message, MessageKind, PeekError,
+    codes, error_response, locate_members, peek_frame, peek_named_request, Frame, Message,
+    MessageKind, PeekError, DEFAULT_MAX_JSON_DEPTH,
 };
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
@@ -20,7 +24,22 @@ fuzz_target!(|data: &[u8]| {
     let grammatical = std::str::from_utf8(data).is_ok() && parse::<IgnoredAny>(data).is_some();
     let full = parse::<Value>(data);
     assert!(full.is_none() || grammatical);
-    match peek_frame(Bytes::copy_from_slice(data)) {
+    if let Some(value) = &full {
+        check_members(data, value);
+    }
+    let ordinary = peek_frame(Bytes::copy_from_slice(data));
+    if let Some(named) = peek_named_request(Bytes::copy_from_slice(data), DEFAULT_MAX_JSON_DEPTH) {
+        match &ordinary {
+            Ok(Frame::Single(message)) => assert_eq!(&named.message, message),
+            other => panic!("a named request the ordinary peek read as {other:?}"),
+        }
+        let name = full.as_ref().and_then(|value| value["params"]["name"].as_str());
+        if let Some(name) = name {
+            assert_eq!(named.name(), name);
+        }
+        assert_eq!(data[named.name_at.clone()].first(), Some(&b'"'));
+    }
+    match ordinary {
         Ok(Frame::Single(message)) => {
             assert!(grammatical, "the peek accepted a frame that is not JSON");
             if let Some(value) = &full {
@@ -58,6 +77,25 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
+
+/// Where the walk finds `id` and `result` in a valid JSON object, the
+/// full parse finds the same values there.
+fn check_members(data: &[u8], value: &Value) {
+    let Some([id, result]) = locate_members(data, ["id", "result"]) else {
+        return;
+    };
+    let object = value.as_object().expect("only an object has members");
+    for (name, place) in [("id", id), ("result", result)] {
+        match place {
+            Some(place) => {
+                let found: Value =
+                    serde_json::from_slice(&data[place]).expect("a located value is JSON");
+                assert_eq!(Some(&found), object.get(name));
+            }
+            None => assert!(!object.contains_key(name)),
+        }
+    }
+}
 
 /// A full parse with no recursion limit: the proxy bounds nesting itself
 /// (`[limits] max_json_depth`), so the oracle must not add its own.

@@ -6,9 +6,9 @@
 //! for a Guardian that reads them ([`crate::guardian::Guardian::wants_context`]),
 //! so the rules engine's hot path does not pay for them.
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+use foldhash::HashMap;
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 

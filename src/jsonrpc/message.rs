@@ -48,7 +48,7 @@ impl fmt::Display for RequestId {
 }
 
 /// One JSON-RPC message: the original bytes plus what the peek found.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     /// The message exactly as received (no line terminator).
     pub bytes: Bytes,
@@ -118,9 +118,38 @@ struct Envelope<'a> {
     error: Option<&'a RawValue>,
 }
 
+impl Envelope<'_> {
+    fn members(&self) -> Members<'_> {
+        Members {
+            jsonrpc: self.jsonrpc.as_deref(),
+            method: self.method.as_deref(),
+            params_shaped: self.params.is_none_or(|params| {
+                let starts = params.get().trim_start().as_bytes().first().copied();
+                matches!(starts, Some(b'{') | Some(b'['))
+            }),
+            result: self.result.is_some(),
+            error: self.error.is_some(),
+        }
+    }
+}
+
+/// What deciding a message's kind reads of its members.
+pub(super) struct Members<'e> {
+    /// `jsonrpc`, when present.
+    pub(super) jsonrpc: Option<&'e str>,
+    /// `method`, when present.
+    pub(super) method: Option<&'e str>,
+    /// `params` is absent, an object or an array.
+    pub(super) params_shaped: bool,
+    /// `result` is present.
+    pub(super) result: bool,
+    /// `error` is present.
+    pub(super) error: bool,
+}
+
 /// Keeps an explicit `null` as `Some("null")`: `"id": null` is not the same
 /// as no id (a notification), and must be refused on a request.
-fn present<'de, D>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error>
+pub(super) fn present<'de, D>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error>
 where
     D: serde::Deserializer<'de>,
 {
@@ -173,7 +202,7 @@ fn peek_message(bytes: Bytes) -> Result<Message, PeekError> {
         Err(err) => return Err(PeekError::Parse(err.to_string())),
     };
     let id = envelope.id.map(|raw| RequestId::from_json(raw.get()));
-    let (kind, method) = classify(&envelope, &id)?;
+    let (kind, method) = classify(&envelope.members(), &id)?;
     Ok(Message {
         bytes,
         kind,
@@ -185,7 +214,7 @@ fn peek_message(bytes: Bytes) -> Result<Message, PeekError> {
 /// A member of the wrong type stops the peek before it reaches the end, so
 /// the rest may not be JSON at all; only JSON is an invalid request (-32600),
 /// anything else a parse error (-32700).
-fn data_error(bytes: &[u8], err: serde_json::Error) -> PeekError {
+pub(super) fn data_error(bytes: &[u8], err: serde_json::Error) -> PeekError {
     match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
         Ok(_) => PeekError::Invalid {
             id: None,
@@ -195,31 +224,28 @@ fn data_error(bytes: &[u8], err: serde_json::Error) -> PeekError {
     }
 }
 
-fn classify(
-    envelope: &Envelope<'_>,
+pub(super) fn classify(
+    members: &Members<'_>,
     id: &Option<RequestId>,
 ) -> Result<(MessageKind, Option<String>), PeekError> {
     let invalid = |reason: &str| PeekError::Invalid {
         id: id.clone(),
         reason: reason.to_owned(),
     };
-    if envelope.jsonrpc.as_deref() != Some("2.0") {
+    if members.jsonrpc != Some("2.0") {
         return Err(invalid("`jsonrpc` must be \"2.0\""));
     }
-    if let Some(params) = envelope.params {
-        let starts = params.get().trim_start().as_bytes().first().copied();
-        if !matches!(starts, Some(b'{') | Some(b'[')) {
-            return Err(invalid("`params` must be an object or an array"));
-        }
+    if !members.params_shaped {
+        return Err(invalid("`params` must be an object or an array"));
     }
-    match (&envelope.method, id) {
+    match (members.method, id) {
         (Some(method), Some(id)) => {
             check_request_id(id).map_err(invalid)?;
             Ok((MessageKind::Request, Some(method.to_string())))
         }
         (Some(method), None) => Ok((MessageKind::Notification, Some(method.to_string()))),
-        (None, Some(_)) => match (envelope.result, envelope.error) {
-            (Some(_), None) | (None, Some(_)) => Ok((MessageKind::Response, None)),
+        (None, Some(_)) => match (members.result, members.error) {
+            (true, false) | (false, true) => Ok((MessageKind::Response, None)),
             _ => Err(invalid(
                 "a response needs exactly one of `result` and `error`",
             )),

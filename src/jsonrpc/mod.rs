@@ -9,13 +9,17 @@
 
 mod direction;
 mod error;
+mod members;
 mod message;
+mod named;
 mod scan;
 mod strict;
 
 pub use direction::Direction;
 pub use error::{codes, error_response};
+pub use members::locate_members;
 pub use message::{
     peek_frame, peek_frame_within, Frame, Message, MessageKind, PeekError, RequestId,
 };
+pub use named::{peek_named_request, place, NamedRequest};
 pub use scan::{scan, ScanError, DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH_CEILING};

@@ -42,20 +42,13 @@ pub fn scan(bytes: &[u8], max_depth: usize) -> Result<(), ScanError> {
         });
     }
     let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &byte in bytes {
-        if in_string {
-            match (escaped, byte) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+    let mut at = 0;
+    while let Some(&byte) = bytes.get(at) {
         match byte {
-            b'"' => in_string = true,
+            b'"' => {
+                at = string_end(bytes, at + 1).unwrap_or(bytes.len());
+                continue;
+            }
             b'[' | b'{' => {
                 depth += 1;
                 if depth > max_depth {
@@ -65,8 +58,22 @@ pub fn scan(bytes: &[u8], max_depth: usize) -> Result<(), ScanError> {
             b']' | b'}' => depth = depth.saturating_sub(1),
             _ => {}
         }
+        at += 1;
     }
     Ok(())
+}
+
+/// Just past the closing quote of the string whose contents start at
+/// `from`, found a word at a time; `None` when it is not closed.
+pub(super) fn string_end(bytes: &[u8], mut from: usize) -> Option<usize> {
+    loop {
+        let rest = bytes.get(from..)?;
+        let offset = memchr::memchr2(b'"', b'\\', rest)?;
+        if rest[offset] == b'"' {
+            return Some(from + offset + 1);
+        }
+        from += offset + 2;
+    }
 }
 
 #[cfg(test)]
@@ -88,8 +95,11 @@ mod tests {
             scan(nested(4).as_bytes(), 3),
             Err(ScanError::TooDeep { limit: 3 })
         );
-        let brackets_in_strings = r#"{"a":"[[[[{{{{","b":"\"[[[["}"#;
+        let brackets_in_strings = r#"{"a":"[[[[{{{{","b":"\"[[[[","c":"\\","d":"{"}"#;
         assert_eq!(scan(brackets_in_strings.as_bytes(), 1), Ok(()));
+        let unclosed = r#"{"a":"[[[["#;
+        assert_eq!(scan(unclosed.as_bytes(), 1), Ok(()));
+        assert_eq!(scan(br#"{"a\"#, 1), Ok(()));
         assert_eq!(scan(br#"[[],[],[[]]]"#, 3), Ok(()));
         assert!(scan(br#"[[],[],[[[]]]]"#, 3).is_err());
     }

@@ -1,7 +1,8 @@
 //! The compiled policy and how it decides a hook.
 
-use std::collections::HashMap;
 use std::sync::{PoisonError, RwLock};
+
+use foldhash::HashMap;
 
 use super::condition::Lookups;
 use super::hook::HookView;
@@ -237,7 +238,7 @@ fn names_a_tool(rule: &Rule) -> bool {
 /// Gives conditions with the same pointer the same id, so one evaluation
 /// walks each pointer once however many rules test it.
 fn share_pointers(rules: &mut [Rule]) {
-    let mut ids: HashMap<String, usize> = HashMap::new();
+    let mut ids: HashMap<String, usize> = HashMap::default();
     for condition in rules.iter_mut().filter_map(Rule::condition_mut) {
         let next = ids.len();
         let id = *ids.entry(condition.pointer().to_owned()).or_insert(next);

@@ -46,9 +46,13 @@ where
     let (queue, pending) = mpsc::channel(session.config.limits.max_in_flight);
     let releaser = tokio::spawn(release(pending, session.writers.clone(), direction));
     while let Some(item) = frames.next().await {
+        let max_depth = session.config.limits.max_json_depth;
         let (frame, carrier) = match item {
-            Ok(LineFrame::Line(bytes)) => (bytes, None),
-            Ok(LineFrame::Traced { line, carrier }) => (line, Some(carrier)),
+            Ok(LineFrame::Line(bytes)) => (peek_frame_within(bytes, max_depth), None),
+            Ok(LineFrame::Traced { line, carrier }) => {
+                (peek_frame_within(line, max_depth), Some(carrier))
+            }
+            Ok(LineFrame::Peeked(message)) => (Ok(Frame::Single(message)), None),
             Ok(LineFrame::TooLong) => {
                 refuse_oversized(&session, direction, &queue).await;
                 continue;
@@ -68,15 +72,15 @@ where
     }
 }
 
-/// Handles one raw frame; `false` when the release queue is gone.
+/// Handles one peeked frame; `false` when the release queue is gone.
 async fn relay_frame(
     session: &Arc<Session>,
     direction: Direction,
-    bytes: Bytes,
+    peeked: Result<Frame, PeekError>,
     carrier: Option<Carrier>,
     queue: &mpsc::Sender<Queued>,
 ) -> bool {
-    let frame = match peek_frame_within(bytes, session.config.limits.max_json_depth) {
+    let frame = match peeked {
         Ok(frame) => frame,
         Err(err) => return refuse_malformed(session, direction, err, queue).await,
     };

@@ -7,6 +7,7 @@
 use bytes::{Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
 
+use crate::jsonrpc::Message;
 use crate::telemetry::Carrier;
 
 /// One item read from a line-framed stream.
@@ -24,6 +25,10 @@ pub enum LineFrame {
         /// The trace context it came with.
         carrier: Carrier,
     },
+    /// A message its writer has already peeked (a virtual server's router
+    /// hands a routed call to its upstream's relay session this way), so
+    /// the relay does not peek it again. Never read from a byte stream.
+    Peeked(Message),
 }
 
 /// Decoder/encoder for `\n`-terminated frames of at most `max_length` bytes.

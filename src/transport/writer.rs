@@ -4,6 +4,8 @@
 //! from different tasks never interleave, and bursts are coalesced into one
 //! write and one flush.
 
+use std::sync::Arc;
+
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -14,10 +16,39 @@ use tokio_util::sync::CancellationToken;
 const MAX_BATCH: usize = 64;
 
 /// A cloneable handle for queueing newline-terminated frames to one peer.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct FrameWriter {
     tx: mpsc::Sender<Bytes>,
     close: CancellationToken,
+    divert: Option<Arc<dyn Divert>>,
+}
+
+impl std::fmt::Debug for FrameWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameWriter")
+            .field("closed", &self.tx.is_closed())
+            .field("diverting", &self.divert.is_some())
+            .finish()
+    }
+}
+
+/// Sends some of a writer's frames elsewhere as they are written, in the
+/// writing task, instead of through the writer's own queue: a virtual
+/// server's leg hands the answers to routed calls straight to the agent,
+/// without a task of its own in between.
+pub trait Divert: Send + Sync + 'static {
+    /// Takes `frame` and returns where it goes instead (the writer and the
+    /// frame as it goes there); gives `frame` back, unchanged, when it goes
+    /// through the writer's own queue.
+    fn divert(&self, frame: Bytes) -> Result<Diverted<'_>, Bytes>;
+}
+
+/// A frame on its way elsewhere than its writer's own queue.
+pub enum Diverted<'a> {
+    /// To this writer.
+    To(&'a FrameWriter, Bytes),
+    /// Nowhere more: the diversion delivered it itself.
+    Delivered,
 }
 
 /// The peer stopped accepting frames (it closed, or a write failed).
@@ -35,7 +66,12 @@ impl FrameWriter {
         let (tx, rx) = mpsc::channel(capacity);
         let close = CancellationToken::new();
         let task = tokio::spawn(run(sink, rx, close.clone()));
-        (FrameWriter { tx, close }, task)
+        let writer = FrameWriter {
+            tx,
+            close,
+            divert: None,
+        };
+        (writer, task)
     }
 
     /// A writer whose frames are consumed by the caller instead of being
@@ -43,19 +79,44 @@ impl FrameWriter {
     pub fn channel(capacity: usize) -> (FrameWriter, FrameReceiver) {
         let (tx, rx) = mpsc::channel(capacity);
         let close = CancellationToken::new();
-        let receiver = FrameReceiver {
-            rx,
-            close: close.clone(),
+        let receiver = FrameReceiver::new(rx, close.clone());
+        let writer = FrameWriter {
+            tx,
+            close,
+            divert: None,
         };
-        (FrameWriter { tx, close }, receiver)
+        (writer, receiver)
+    }
+
+    /// A [`channel`](Self::channel) writer whose frames `divert` may send
+    /// elsewhere as they are written.
+    pub fn diverting(capacity: usize, divert: Arc<dyn Divert>) -> (FrameWriter, FrameReceiver) {
+        let (mut writer, receiver) = Self::channel(capacity);
+        writer.divert = Some(divert);
+        (writer, receiver)
     }
 
     /// Queues one frame (without its newline).
     pub async fn send(&self, frame: Bytes) -> Result<(), WriterClosed> {
+        let frame = match &self.divert {
+            None => frame,
+            Some(divert) => match divert.divert(frame) {
+                Ok(Diverted::To(writer, frame)) => return writer.queue(frame).await,
+                Ok(Diverted::Delivered) => return Ok(()),
+                Err(frame) => frame,
+            },
+        };
+        self.queue(frame).await
+    }
+
+    /// Queues one frame on this writer's own queue.
+    async fn queue(&self, frame: Bytes) -> Result<(), WriterClosed> {
         self.tx.send(frame).await.map_err(|_| WriterClosed)
     }
 
-    /// Reserves room for one frame, so that a later send cannot wait.
+    /// Reserves room for one frame, so that a later send cannot wait. A
+    /// frame sent through the permit goes to this writer's own queue,
+    /// never to a diversion.
     pub async fn reserve(&self) -> Result<mpsc::Permit<'_, Bytes>, WriterClosed> {
         self.tx.reserve().await.map_err(|_| WriterClosed)
     }
@@ -72,17 +133,25 @@ impl FrameWriter {
     }
 }
 
-/// The consuming end of [`FrameWriter::channel`].
+/// The consuming end of [`FrameWriter::channel`], or of any queue that
+/// its writers can close while handles remain.
 #[derive(Debug)]
-pub struct FrameReceiver {
-    rx: mpsc::Receiver<Bytes>,
+pub struct FrameReceiver<T = Bytes> {
+    rx: mpsc::Receiver<T>,
     close: CancellationToken,
 }
 
-impl FrameReceiver {
+impl<T> FrameReceiver<T> {
+    /// The receiving end of `rx`, which ends once `close` fires and what
+    /// was queued is drained.
+    pub fn new(rx: mpsc::Receiver<T>, close: CancellationToken) -> Self {
+        Self { rx, close }
+    }
+
     /// The next frame; `None` once every handle is dropped, or once
-    /// [`FrameWriter::close`] was called and what was queued is drained.
-    pub async fn recv(&mut self) -> Option<Bytes> {
+    /// [`FrameWriter::close`] was called (the `close` token fired) and
+    /// what was queued is drained.
+    pub async fn recv(&mut self) -> Option<T> {
         tokio::select! {
             biased;
             frame = self.rx.recv() => frame,

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use acs_proxy::config::{Config, ListenTransport, UpstreamConfig};
+use acs_proxy::jsonrpc::Message;
 use acs_proxy::limits::LimitExceeded;
 use acs_proxy::transport::connect::{connect_route, RouteClients};
 use acs_proxy::transport::downstream::{Downstream, SessionHandle, SessionStarter};
@@ -201,7 +202,9 @@ async fn copy(
 ) {
     while let Some(Ok(frame)) = frames.next().await {
         let line = match frame {
-            LineFrame::Line(line) | LineFrame::Traced { line, .. } => line,
+            LineFrame::Line(line)
+            | LineFrame::Traced { line, .. }
+            | LineFrame::Peeked(Message { bytes: line, .. }) => line,
             LineFrame::TooLong => continue,
         };
         if writer.send(line).await.is_err() {

@@ -131,6 +131,7 @@ impl Conversation {
                 .map_err(|_| format!("no answer to {method}"))?;
             let line = match frame {
                 Some(Ok(LineFrame::Line(line) | LineFrame::Traced { line, .. })) => line,
+                Some(Ok(LineFrame::Peeked(message))) => message.bytes,
                 Some(Ok(LineFrame::TooLong)) => continue,
                 Some(Err(err)) => return Err(format!("reading the answer to {method}: {err}")),
                 None => return Err(format!("the server went away before answering {method}")),

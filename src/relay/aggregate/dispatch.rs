@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use serde_json::{json, Value};
 
 use super::listing;
@@ -51,8 +52,8 @@ pub(super) async fn client_request(router: &Arc<Router>, message: Value) {
 /// A `tools/call` or `prompts/get` of a name the router knows, sent on in
 /// its own bytes while the session serves; `false` (nothing done) for any
 /// other message, which is then parsed and dispatched as a tree.
-pub(super) async fn route_call(router: &Arc<Router>, bytes: &[u8]) -> bool {
-    let Some(call) = splice::peek_named_call(bytes) else {
+pub(super) async fn route_call(router: &Arc<Router>, bytes: &Bytes) -> bool {
+    let Some(call) = splice::peek_named_call(bytes, router.max_json_depth) else {
         return false;
     };
     if !router.serving() {
@@ -63,17 +64,16 @@ pub(super) async fn route_call(router: &Arc<Router>, bytes: &[u8]) -> bool {
     } else {
         Kind::Prompt
     };
-    let Some(target) = lock(&router.book).resolve(kind, &call.name) else {
+    let Some(target) = lock(&router.book).resolve(kind, call.request.name()) else {
         return false;
     };
     let Some(leg) = router.legs.get(target.leg) else {
         return false;
     };
     if kind == Kind::Tool {
-        leg.route.note(&target.original, &call.name);
+        leg.route.note(&target.original, call.request.name());
     }
-    leg.forward_call(bytes, call.id, call.id_at, call.name_at, &target.original)
-        .await;
+    leg.forward_call(call, &target.original).await;
     true
 }
 

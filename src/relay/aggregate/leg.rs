@@ -5,11 +5,11 @@
 //! Requests the router sends get ids of the leg's own numbering, so replies
 //! never collide with the agent's ids. A routed call goes in its own bytes
 //! and its answer straight back to the agent under the agent's id (see
-//! [`splice`](super::splice)); other requests are JSON values whose answers
-//! come back to a waiting router task. Everything else the upstream sends
-//! (its requests and notifications) goes to the router as [`LegEvent`]s.
+//! [`splice`](super::splice) and [`answers`](super::answers)); other
+//! requests are JSON values whose answers come back to a waiting router
+//! task. Everything else the upstream sends (its requests and
+//! notifications) goes to the router as [`LegEvent`]s.
 
-use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -20,23 +20,26 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::answers::{Ahead, Answers};
 use super::context::AggregateContext;
-use super::pending::{Answer, PendingRequests};
-use super::splice;
+use super::pending::Answer;
+use super::splice::{self, NamedCall};
 use crate::config::UpstreamConfig;
 use crate::hooks::{Identity, VirtualRoute};
-use crate::jsonrpc::{codes, error_response, RequestId};
+use crate::jsonrpc::{Message, MessageKind, RequestId};
 use crate::metrics::METRICS;
 use crate::relay::run::{run_session, SessionContext, SessionExit};
 use crate::transport::downstream::Downstream;
-use crate::transport::writer::{FrameReceiver, FrameWriter};
+use crate::transport::writer::{Diverted, FrameReceiver, FrameWriter};
 use crate::transport::LineFrame;
 
 /// What a leg's upstream sent that is not an answer to the router.
 #[derive(Debug)]
 pub(super) enum LegEvent {
-    /// A request or notification from the upstream (index of the leg).
-    Message(usize, Value),
+    /// A request or notification from the upstream (index of the leg),
+    /// counted as ahead of the leg's answers until the router has handled
+    /// it.
+    Message(usize, Value, Ahead),
     /// The leg's session ended: its upstream is gone.
     Closed(usize),
 }
@@ -52,9 +55,8 @@ pub(super) struct Leg {
     pub(super) name: String,
     /// Its place in the aggregate's `upstreams`.
     pub(super) index: usize,
-    to_leg: FrameWriter,
-    to_agent: FrameWriter,
-    pending: PendingRequests,
+    to_leg: LegInput,
+    answers: Arc<Answers>,
     next_id: AtomicU64,
     gone: CancellationToken,
     session: Mutex<Option<JoinHandle<SessionExit>>>,
@@ -96,8 +98,12 @@ impl Leg {
         METRICS.upstream_started(&upstream_config.name, upstream.is_ok());
         let upstream = upstream.map_err(|err| err.to_string())?;
         let queue = context.config.limits.max_in_flight.max(1);
-        let (to_leg, leg_reads) = FrameWriter::channel(queue);
-        let (leg_writes, from_leg) = FrameWriter::channel(queue);
+        let answers = Arc::new(Answers::new(
+            upstream_config.name.clone(),
+            agent.client.clone(),
+        ));
+        let (to_leg, leg_reads) = LegInput::channel(queue);
+        let (leg_writes, from_leg) = FrameWriter::diverting(queue, answers.clone());
         let downstream = Downstream {
             frames: frames_of(leg_reads).boxed(),
             writer: leg_writes.clone(),
@@ -130,8 +136,7 @@ impl Leg {
             name: upstream_config.name,
             index,
             to_leg,
-            to_agent: agent.client.clone(),
-            pending: PendingRequests::default(),
+            answers,
             next_id: AtomicU64::new(1),
             gone: CancellationToken::new(),
             session: Mutex::new(Some(session)),
@@ -168,42 +173,54 @@ impl Leg {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         message["id"] = Value::from(id);
         let (reply, receiver) = oneshot::channel();
-        self.pending.insert(id, agent_id, Answer::Waiter(reply));
+        self.answers
+            .pending
+            .insert(id, agent_id, Answer::Waiter(reply));
         if self.send(&message).await.is_err() {
-            self.pending.take(id);
+            self.answers.pending.take(id);
             return Err(LegGone);
         }
         Ok(receiver)
     }
 
-    /// Sends the agent's request `bytes` (id `agent_id`) with the leg's id
-    /// spliced in at `id_at` and `name_at` replaced by `name`; the answer
-    /// goes straight to the agent, and so does the refusal when the leg is
-    /// gone.
-    pub(super) async fn forward_call(
-        &self,
-        bytes: &[u8],
-        agent_id: RequestId,
-        id_at: Range<usize>,
-        name_at: Range<usize>,
-        name: &str,
-    ) {
+    /// Sends the agent's routed `call` with the leg's id and the server's
+    /// `name` for what it calls spliced in, already peeked, so the leg's
+    /// relay does not peek it again; the answer goes straight to the
+    /// agent, and so does the refusal when the leg is gone.
+    pub(super) async fn forward_call(&self, call: NamedCall, name: &str) {
+        let NamedCall {
+            id: agent_id,
+            request,
+            ..
+        } = call;
         let Ok(name) = serde_json::to_string(name) else {
-            return self.unavailable(&agent_id).await;
+            return self.answers.unavailable(&agent_id).await;
         };
         if self.gone.is_cancelled() {
-            return self.unavailable(&agent_id).await;
+            return self.answers.unavailable(&agent_id).await;
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let leg_id = id.to_string();
-        let message = splice::splice(
-            bytes,
-            &mut [(id_at, leg_id.as_bytes()), (name_at, name.as_bytes())],
+        let mut leg_id = itoa::Buffer::new();
+        let leg_id = leg_id.format(id);
+        let bytes = splice::splice(
+            &request.message.bytes,
+            &mut [
+                (request.id_at, leg_id.as_bytes()),
+                (request.name_at, name.as_bytes()),
+            ],
         );
-        self.pending.insert(id, Some(agent_id), Answer::Agent);
-        if self.to_leg.send(message).await.is_err() {
-            if let Some((Some(agent_id), _)) = self.pending.take(id) {
-                self.unavailable(&agent_id).await;
+        let message = Message {
+            bytes,
+            kind: MessageKind::Request,
+            id: Some(RequestId::from_json(leg_id)),
+            method: request.message.method,
+        };
+        self.answers
+            .pending
+            .insert(id, Some(agent_id), Answer::Agent);
+        if self.to_leg.send(LineFrame::Peeked(message)).await.is_err() {
+            if let Some((Some(agent_id), _)) = self.answers.pending.take(id) {
+                self.answers.unavailable(&agent_id).await;
             }
         }
     }
@@ -211,14 +228,14 @@ impl Leg {
     /// The leg's id for the agent's request `agent_id` (JSON text), while
     /// it runs here.
     pub(super) fn leg_id_of(&self, agent_id: &str) -> Option<u64> {
-        self.pending.leg_id_of(agent_id)
+        self.answers.pending.leg_id_of(agent_id)
     }
 
     /// Sends a notification or a response as it is.
     pub(super) async fn send(&self, message: &Value) -> Result<(), LegGone> {
         let bytes = serde_json::to_vec(message).map_err(|_| LegGone)?;
         self.to_leg
-            .send(Bytes::from(bytes))
+            .send(LineFrame::Line(Bytes::from(bytes)))
             .await
             .map_err(|_| LegGone)
     }
@@ -244,81 +261,78 @@ impl Leg {
     }
 }
 
-/// The leg's relay reads what the router sends as line frames.
+/// What the router sends a leg's relay session, read by that session as
+/// its agent's frames.
+struct LegInput {
+    tx: mpsc::Sender<LineFrame>,
+    close: CancellationToken,
+}
+
+impl LegInput {
+    /// A queue of `capacity` frames, and the relay session's end of it.
+    fn channel(capacity: usize) -> (LegInput, FrameReceiver<LineFrame>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        let close = CancellationToken::new();
+        let receiver = FrameReceiver::new(rx, close.clone());
+        (LegInput { tx, close }, receiver)
+    }
+
+    async fn send(&self, frame: LineFrame) -> Result<(), LegGone> {
+        self.tx.send(frame).await.map_err(|_| LegGone)
+    }
+
+    /// Ends the relay session's input once what is queued is read.
+    fn close(&self) {
+        self.close.cancel();
+    }
+}
+
+/// The leg's relay reads what the router sends as its agent's frames.
 fn frames_of(
-    receiver: FrameReceiver,
+    receiver: FrameReceiver<LineFrame>,
 ) -> impl futures_util::Stream<Item = std::io::Result<LineFrame>> + Send + 'static {
     stream::unfold(receiver, |mut receiver| async move {
         let frame = receiver.recv().await?;
-        Some((Ok(LineFrame::Line(frame)), receiver))
+        Some((Ok(frame), receiver))
     })
 }
 
-/// Reads what the leg's relay sends towards the agent: answers to routed
-/// calls go to the agent, answers to the router's requests to their
-/// waiters, the rest to the router.
+/// Reads what the leg's relay sends towards the agent and the answers
+/// did not take: the upstream's requests and notifications go to the
+/// router, and answers that were held behind them go where they belong.
 async fn read_leg(
     leg: Arc<Leg>,
     mut from_leg: FrameReceiver,
     events: mpsc::UnboundedSender<LegEvent>,
 ) {
     while let Some(frame) = from_leg.recv().await {
-        let frame = match answer(&leg, frame).await {
-            Some(frame) => frame,
-            None => continue,
+        let ahead = leg.answers.counted();
+        let frame = match leg.answers.deliver(frame) {
+            Ok(Diverted::To(writer, reply)) => {
+                let _ = writer.send(reply).await;
+                continue;
+            }
+            Ok(Diverted::Delivered) => continue,
+            Err(frame) => frame,
         };
         let Ok(message) = serde_json::from_slice::<Value>(&frame) else {
             tracing::warn!(upstream = %leg.name, "an upstream's relay sent a frame that is not JSON");
             continue;
         };
-        if events.send(LegEvent::Message(leg.index, message)).is_err() {
+        if events
+            .send(LegEvent::Message(leg.index, message, ahead))
+            .is_err()
+        {
             break;
         }
     }
     leg.gone.cancel();
     // Dropping the waiters fails every request still in flight; the calls
     // answered from here are answered as unavailable.
-    for agent_id in leg.pending.drain() {
-        leg.unavailable(&agent_id).await;
+    for agent_id in leg.answers.pending.drain() {
+        leg.answers.unavailable(&agent_id).await;
     }
     let _ = events.send(LegEvent::Closed(leg.index));
-}
-
-/// Delivers `frame` when it answers a request of the leg's; gives it back
-/// when it is something else.
-async fn answer(leg: &Leg, frame: Bytes) -> Option<Bytes> {
-    let Some((id, id_at)) = splice::peek_reply_id(&frame) else {
-        return Some(frame);
-    };
-    let Some((agent_id, answer)) = leg.pending.take(id) else {
-        return Some(frame);
-    };
-    match answer {
-        Answer::Agent => {
-            let agent_id = agent_id.as_ref().map_or("null", RequestId::as_json);
-            let reply = splice::splice(&frame, &mut [(id_at, agent_id.as_bytes())]);
-            let _ = leg.to_agent.send(reply).await;
-        }
-        Answer::Waiter(waiter) => match serde_json::from_slice::<Value>(&frame) {
-            Ok(message) => {
-                let _ = waiter.send(message);
-            }
-            Err(_) => {
-                tracing::warn!(upstream = %leg.name, "an upstream's relay sent a frame that is not JSON");
-            }
-        },
-    }
-    None
-}
-
-impl Leg {
-    /// Answers the agent's call `agent_id`: this upstream is gone, or
-    /// went before answering it.
-    async fn unavailable(&self, agent_id: &RequestId) {
-        let text = format!("the upstream server {:?} is not available", self.name);
-        let reply = error_response(Some(agent_id), codes::UPSTREAM_UNAVAILABLE, &text, None);
-        let _ = self.to_agent.send(reply).await;
-    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -13,7 +13,9 @@
 //! ```
 //!
 //! - [`leg`]: one upstream's relay session behind in-memory channels.
-//! - [`pending`]: a leg's requests in flight and where their answers go.
+//! - [`pending`]: a leg's requests in flight.
+//! - [`answers`]: where a leg's answers go, straight to the agent when
+//!   nothing of the leg's is ahead of them.
 //! - [`splice`]: routed calls and their answers, changed in their own bytes.
 //! - [`batch`]: JSON-RPC batches, routed member by member, answered as one.
 //! - [`dispatch`]: the agent's requests, routed by name or URI.
@@ -32,6 +34,7 @@
 //!   a backoff while the session runs.
 //! - [`probe`]: the start-up check of `prefix = "never"`.
 
+mod answers;
 mod batch;
 mod context;
 mod denied;
@@ -53,6 +56,7 @@ mod uris;
 
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use futures_util::future::join_all;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
@@ -69,7 +73,7 @@ use router::Router;
 use slots::LegSlots;
 
 use crate::hooks::lifecycle::SessionEndReason;
-use crate::jsonrpc::codes;
+use crate::jsonrpc::{codes, Message};
 use crate::relay::SessionExit;
 use crate::telemetry::Carrier;
 use crate::transport::downstream::Downstream;
@@ -144,6 +148,7 @@ pub async fn run(
         client.clone(),
         inventory,
         denied_tools,
+        context.config.limits.max_json_depth,
     ));
     let mut restarts = Restarts::new(
         Restarting {
@@ -245,9 +250,11 @@ async fn await_initialize(
             () = stop.cancelled() => return None,
         };
         let message = match frame? {
-            Ok(LineFrame::Line(bytes) | LineFrame::Traced { line: bytes, .. }) => {
-                serde_json::from_slice::<Value>(&bytes).ok()
-            }
+            Ok(
+                LineFrame::Line(bytes)
+                | LineFrame::Traced { line: bytes, .. }
+                | LineFrame::Peeked(Message { bytes, .. }),
+            ) => serde_json::from_slice::<Value>(&bytes).ok(),
             Ok(LineFrame::TooLong) => None,
             Err(_) => return None,
         };
@@ -279,9 +286,11 @@ async fn serve(
     loop {
         tokio::select! {
             frame = downstream.frames.next() => match frame {
-                Some(Ok(LineFrame::Line(bytes))) => from_client(router, &bytes, None).await,
+                Some(Ok(LineFrame::Line(bytes) | LineFrame::Peeked(Message { bytes, .. }))) => {
+                    from_client(router, bytes, None).await
+                }
                 Some(Ok(LineFrame::Traced { line, carrier })) => {
-                    from_client(router, &line, Some(&carrier)).await
+                    from_client(router, line, Some(&carrier)).await
                 }
                 Some(Ok(LineFrame::TooLong)) => {
                     router.reply_error(&Value::Null, codes::INVALID_REQUEST, "the message is too large").await;
@@ -289,8 +298,9 @@ async fn serve(
                 Some(Err(_)) | None => return SessionExit::ClientClosed,
             },
             event = leg_events.recv(), if legs_open => match event {
-                Some(LegEvent::Message(index, message)) => {
+                Some(LegEvent::Message(index, message, ahead)) => {
                     upstream_events::message(router, index, message).await;
+                    drop(ahead);
                 }
                 Some(LegEvent::Closed(index)) => {
                     if let Some(ended) = upstream_events::closed(router, index).await {
@@ -306,11 +316,11 @@ async fn serve(
 
 /// One frame from the agent, with the trace context its transport
 /// carried (a `traceparent` header), if any.
-async fn from_client(router: &Arc<Router>, bytes: &[u8], carrier: Option<&Carrier>) {
-    if carrier.is_none() && dispatch::route_call(router, bytes).await {
+async fn from_client(router: &Arc<Router>, bytes: Bytes, carrier: Option<&Carrier>) {
+    if carrier.is_none() && dispatch::route_call(router, &bytes).await {
         return;
     }
-    let message = match serde_json::from_slice::<Value>(bytes) {
+    let message = match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(message)) => Value::Object(message),
         Ok(Value::Array(mut members)) if !members.is_empty() => {
             for member in &mut members {

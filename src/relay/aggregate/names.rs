@@ -6,6 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use foldhash::HashMap as FastMap;
 use globset::{Glob, GlobMatcher};
 
 use super::uris::UriBook;
@@ -78,9 +79,9 @@ pub(super) struct NameBook {
     legs: Vec<String>,
     filter: ToolFilter,
     /// Exposed tool name → target.
-    tools: HashMap<String, Target>,
+    tools: FastMap<String, Target>,
     /// Exposed prompt name → target.
-    prompts: HashMap<String, Target>,
+    prompts: FastMap<String, Target>,
     /// Original name → the legs that offer it, per kind (for `on_conflict`).
     offered: HashMap<(Kind, String), BTreeSet<usize>>,
     /// Resource URIs and templates.
@@ -95,8 +96,8 @@ impl NameBook {
             separator: aggregate.separator.clone(),
             legs: aggregate.upstreams.clone(),
             filter: ToolFilter::compile(&aggregate.tools),
-            tools: HashMap::new(),
-            prompts: HashMap::new(),
+            tools: FastMap::default(),
+            prompts: FastMap::default(),
             offered: HashMap::new(),
             uris: UriBook::new(&aggregate.upstreams),
         }
@@ -172,7 +173,7 @@ impl NameBook {
     }
 
     /// The exposed names of `kind`.
-    fn exposed(&self, kind: Kind) -> &HashMap<String, Target> {
+    fn exposed(&self, kind: Kind) -> &FastMap<String, Target> {
         match kind {
             Kind::Tool => &self.tools,
             Kind::Prompt => &self.prompts,

@@ -1,9 +1,10 @@
 //! The requests a leg has sent its relay session and not yet seen answered,
-//! by the leg's own id, and where each answer goes.
+//! by the leg's own id, and where each answer goes (see
+//! [`answers`](super::answers)).
 
-use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use foldhash::HashMap;
 use serde_json::Value;
 use tokio::sync::oneshot;
 

@@ -44,6 +44,8 @@ pub(super) struct Router {
     pub(super) denied_tools: Option<DeniedTools>,
     /// The agent's batches whose replies are being gathered.
     pub(super) batches: Batches,
+    /// How deep the agent's messages may nest (`[limits] max_json_depth`).
+    pub(super) max_json_depth: usize,
 }
 
 impl Router {
@@ -54,6 +56,7 @@ impl Router {
         client: FrameWriter,
         inventory: watch::Receiver<Inventoried>,
         denied_tools: Option<DeniedTools>,
+        max_json_depth: usize,
     ) -> Self {
         Self {
             book: Mutex::new(NameBook::new(&aggregate)),
@@ -65,6 +68,7 @@ impl Router {
             inventory,
             denied_tools,
             batches: Batches::default(),
+            max_json_depth,
         }
     }
 

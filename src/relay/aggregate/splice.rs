@@ -11,84 +11,58 @@
 use std::ops::Range;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use serde::de::IgnoredAny;
-use serde::Deserialize;
-use serde_json::value::RawValue;
 
-use crate::jsonrpc::RequestId;
+use crate::jsonrpc::{locate_members, peek_named_request, NamedRequest, RequestId};
 
-/// A `tools/call` or `prompts/get` from the agent, as its bytes hold it.
+/// A `tools/call` or `prompts/get` from the agent, peeked once: by the
+/// router to route it, and for the relay session it goes on to.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct NamedCall {
     /// `true` for `tools/call`, `false` for `prompts/get`.
     pub(super) is_tool: bool,
     /// The agent's id.
     pub(super) id: RequestId,
-    /// Where the id's text sits in the message.
-    pub(super) id_at: Range<usize>,
-    /// The name the agent called.
-    pub(super) name: String,
-    /// Where the name's JSON string (quotes included) sits in the message.
-    pub(super) name_at: Range<usize>,
+    /// The request (its id taken out), with where its id and name sit.
+    pub(super) request: NamedRequest,
 }
 
-#[derive(Deserialize)]
-struct CallEnvelope<'a> {
-    #[serde(borrow)]
-    method: &'a str,
-    #[serde(borrow)]
-    id: &'a RawValue,
-    #[serde(borrow)]
-    params: NameOnly<'a>,
-}
-
-#[derive(Deserialize)]
-struct NameOnly<'a> {
-    #[serde(borrow)]
-    name: &'a RawValue,
-}
-
-#[derive(Deserialize)]
-struct ReplyEnvelope<'a> {
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(default)]
-    method: Option<IgnoredAny>,
-}
-
-/// Reads a routable call out of `bytes`; `None` for any other message, or
-/// one whose members cannot be placed exactly.
-pub(super) fn peek_named_call(bytes: &[u8]) -> Option<NamedCall> {
-    let envelope: CallEnvelope<'_> = serde_json::from_slice(bytes).ok()?;
-    let is_tool = match envelope.method {
+/// Reads a routable call out of `bytes`, checked as the relay checks
+/// every message (nesting within `max_depth`); `None` for any other
+/// message, or one whose members cannot be placed exactly.
+pub(super) fn peek_named_call(bytes: &Bytes, max_depth: usize) -> Option<NamedCall> {
+    let mut request = peek_named_request(bytes.clone(), max_depth)?;
+    let is_tool = match request.message.method() {
         "tools/call" => true,
         "prompts/get" => false,
         _ => return None,
     };
-    let id = envelope.id.get();
-    if !plain_id(id) {
+    let id = request.message.id.take()?;
+    if !plain_id(id.as_json()) {
         return None;
     }
-    let raw_name = envelope.params.name.get();
-    let name: String = serde_json::from_str(raw_name).ok()?;
     Some(NamedCall {
         is_tool,
-        id: RequestId::from_json(id),
-        id_at: place(bytes, id)?,
-        name,
-        name_at: place(bytes, raw_name)?,
+        id,
+        request,
     })
 }
 
 /// The id of an answer from a leg, when it is a response whose id is one
-/// of the leg's own (a number), with where that id sits.
+/// of the leg's own (a number), with where that id sits. The leg's relay
+/// has already read the frame as JSON, so only its top-level members are
+/// looked at.
 pub(super) fn peek_reply_id(bytes: &[u8]) -> Option<(u64, Range<usize>)> {
-    let envelope: ReplyEnvelope<'_> = serde_json::from_slice(bytes).ok()?;
-    if envelope.method.is_some() {
+    let [id, method] = locate_members(bytes, ["id", "method"])?;
+    if method.is_some() {
         return None;
     }
-    let id = envelope.id?.get();
-    Some((id.parse().ok()?, place(bytes, id)?))
+    let id = id?;
+    let digits = bytes.get(id.clone())?;
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let number = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some((number, id))
 }
 
 /// Ids written as JSON writes them back (an integer, or a string with
@@ -99,13 +73,6 @@ fn plain_id(id: &str) -> bool {
     }
     let digits = id.strip_prefix('-').unwrap_or(id);
     !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
-}
-
-/// Where `part`, borrowed from `whole`, sits in it.
-fn place(whole: &[u8], part: &str) -> Option<Range<usize>> {
-    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
-    let end = start + part.len();
-    (whole.get(start..end)? == part.as_bytes()).then_some(start..end)
 }
 
 /// `bytes` with each range replaced by its text; the ranges do not overlap.
@@ -127,24 +94,31 @@ pub(super) fn splice(bytes: &[u8], edits: &mut [(Range<usize>, &[u8])]) -> Bytes
 mod tests {
     use super::*;
 
+    fn peek(text: &[u8]) -> Option<NamedCall> {
+        peek_named_call(&Bytes::copy_from_slice(text), 128)
+    }
+
     #[test]
     fn a_call_is_read_with_the_places_of_its_id_and_name() {
         let text = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"b__echo","arguments":{"name":"x"}}}"#;
-        let call = peek_named_call(text).unwrap();
+        let call = peek(text).unwrap();
         assert!(call.is_tool);
         assert_eq!(call.id.as_json(), "7");
-        assert_eq!(&text[call.id_at.clone()], b"7");
-        assert_eq!(call.name, "b__echo");
-        assert_eq!(&text[call.name_at.clone()], br#""b__echo""#);
+        assert_eq!(&text[call.request.id_at.clone()], b"7");
+        assert_eq!(call.request.name(), "b__echo");
+        assert_eq!(&text[call.request.name_at.clone()], br#""b__echo""#);
     }
 
     #[test]
     fn the_id_and_name_are_replaced_in_the_original_bytes() {
         let text = br#"{"params":{"name":"b__echo","arguments":{}},"method":"tools/call","id":"a-1","jsonrpc":"2.0"}"#;
-        let call = peek_named_call(text).unwrap();
+        let call = peek(text).unwrap();
         let spliced = splice(
             text,
-            &mut [(call.id_at, b"12"), (call.name_at, br#""echo""#)],
+            &mut [
+                (call.request.id_at, b"12"),
+                (call.request.name_at, br#""echo""#),
+            ],
         );
         assert_eq!(
             &spliced[..],
@@ -162,12 +136,7 @@ mod tests {
         let other = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"name":"e"}}"#;
         let fraction = br#"{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"e"}}"#;
         for text in [&escaped_id[..], duplicate, not_a_string, other, fraction] {
-            assert_eq!(
-                peek_named_call(text),
-                None,
-                "{}",
-                String::from_utf8_lossy(text)
-            );
+            assert_eq!(peek(text), None, "{}", String::from_utf8_lossy(text));
         }
     }
 

@@ -1,0 +1,114 @@
+//! Where the answers a leg's relay session writes go: an answer to a
+//! routed call straight to the agent, under the agent's id, from the task
+//! that wrote it; an answer to the router's own request to the router task
+//! waiting for it; everything else to the leg's reader, for the router.
+//!
+//! An answer never overtakes what the leg sent before it: while a message
+//! of the leg is still on its way through the router (a progress
+//! notification just before the result, say), answers take the reader's
+//! path too, behind it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::pending::{Answer, PendingRequests};
+use super::splice;
+use crate::jsonrpc::{codes, error_response, RequestId};
+use crate::transport::writer::{Divert, Diverted, FrameWriter};
+
+/// One leg's requests in flight and where their answers go.
+pub(super) struct Answers {
+    /// The upstream's name, for logs and refusals.
+    upstream: String,
+    /// The leg's requests not yet answered.
+    pub(super) pending: PendingRequests,
+    to_agent: FrameWriter,
+    /// Messages of the leg queued for its reader or the router, not yet
+    /// handled by the router.
+    ahead: Arc<AtomicUsize>,
+}
+
+/// One message of the leg counted as on its way through the router, until
+/// this is dropped (once the router has handled it).
+#[derive(Debug)]
+pub(super) struct Ahead(Arc<AtomicUsize>);
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Answers {
+    /// Answers of the upstream `upstream`, written to the agent through
+    /// `to_agent`.
+    pub(super) fn new(upstream: String, to_agent: FrameWriter) -> Self {
+        Self {
+            upstream,
+            pending: PendingRequests::default(),
+            to_agent,
+            ahead: Arc::default(),
+        }
+    }
+
+    /// The count of a frame the reader took off the leg's queue; every
+    /// frame on that queue was counted when it was written.
+    pub(super) fn counted(&self) -> Ahead {
+        Ahead(self.ahead.clone())
+    }
+
+    /// Delivers `frame` when it answers a request of the leg's; gives it
+    /// back when it is something else.
+    pub(super) fn deliver(&self, frame: Bytes) -> Result<Diverted<'_>, Bytes> {
+        let Some((id, id_at)) = splice::peek_reply_id(&frame) else {
+            return Err(frame);
+        };
+        let Some((agent_id, answer)) = self.pending.take(id) else {
+            return Err(frame);
+        };
+        match answer {
+            Answer::Agent => {
+                let agent_id = agent_id.as_ref().map_or("null", RequestId::as_json);
+                let reply = splice::splice(&frame, &mut [(id_at, agent_id.as_bytes())]);
+                Ok(Diverted::To(&self.to_agent, reply))
+            }
+            Answer::Waiter(waiter) => {
+                match serde_json::from_slice::<Value>(&frame) {
+                    Ok(message) => {
+                        let _ = waiter.send(message);
+                    }
+                    Err(_) => {
+                        tracing::warn!(upstream = %self.upstream, "an upstream's relay sent a frame that is not JSON");
+                    }
+                }
+                Ok(Diverted::Delivered)
+            }
+        }
+    }
+
+    /// Answers the agent's call `agent_id`: this upstream is gone, or
+    /// went before answering it.
+    pub(super) async fn unavailable(&self, agent_id: &RequestId) {
+        let text = format!("the upstream server {:?} is not available", self.upstream);
+        let reply = error_response(Some(agent_id), codes::UPSTREAM_UNAVAILABLE, &text, None);
+        let _ = self.to_agent.send(reply).await;
+    }
+}
+
+impl Divert for Answers {
+    fn divert(&self, frame: Bytes) -> Result<Diverted<'_>, Bytes> {
+        let frame = if self.ahead.load(Ordering::Acquire) == 0 {
+            match self.deliver(frame) {
+                Ok(diverted) => return Ok(diverted),
+                Err(frame) => frame,
+            }
+        } else {
+            frame
+        };
+        self.ahead.fetch_add(1, Ordering::AcqRel);
+        Err(frame)
+    }
+}
