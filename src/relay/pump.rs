@@ -10,11 +10,12 @@
 //! directly once resolved, so one pending approval does not stall the rest.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use futures_util::{Stream, StreamExt};
+use futures_util::{FutureExt, Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::decide::{self, MessageContext};
@@ -45,7 +46,17 @@ where
 {
     let (queue, pending) = mpsc::channel(session.config.limits.max_in_flight);
     let releaser = tokio::spawn(release(pending, session.writers.clone(), direction));
-    while let Some(item) = frames.next().await {
+    let mut spare = None;
+    loop {
+        let item = match frames.next().now_or_never() {
+            Some(item) => item,
+            None => {
+                // Idle: an idle session keeps no decision's memory.
+                spare = None;
+                frames.next().await
+            }
+        };
+        let Some(item) = item else { break };
         let max_depth = session.config.limits.max_json_depth;
         let (frame, carrier) = match item {
             Ok(LineFrame::Line(bytes)) => (peek_frame_within(bytes, max_depth), None),
@@ -62,7 +73,11 @@ where
                 break;
             }
         };
-        if !relay_frame(&session, direction, frame, carrier, &queue).await {
+        let decider = Decider {
+            spare: &mut spare,
+            decide,
+        };
+        if !relay_frame(&session, direction, frame, carrier, &queue, decider).await {
             break;
         }
     }
@@ -73,13 +88,17 @@ where
 }
 
 /// Handles one peeked frame; `false` when the release queue is gone.
-async fn relay_frame(
+async fn relay_frame<F>(
     session: &Arc<Session>,
     direction: Direction,
     peeked: Result<Frame, PeekError>,
     carrier: Option<Carrier>,
     queue: &mpsc::Sender<Queued>,
-) -> bool {
+    decider: Decider<'_, F>,
+) -> bool
+where
+    F: Future<Output = ()> + Send + 'static,
+{
     let frame = match peeked {
         Ok(frame) => frame,
         Err(err) => return refuse_malformed(session, direction, err, queue).await,
@@ -99,16 +118,15 @@ async fn relay_frame(
     }
     let initialized = direction == Direction::ClientToServer
         && matches!(&frame, Frame::Single(m) if m.method() == "notifications/initialized");
-    if queue
-        .send(Queued::Slot(start(
-            session.clone(),
-            direction,
-            frame,
-            carrier,
-        )))
-        .await
-        .is_err()
-    {
+    let (slot, rx) = oneshot::channel();
+    decider.start(Undecided {
+        session: session.clone(),
+        direction,
+        frame,
+        carrier,
+        slot,
+    });
+    if queue.send(Queued::Slot(rx)).await.is_err() {
         return false;
     }
     if initialized && session.config.hooks.inventory {
@@ -120,32 +138,71 @@ async fn relay_frame(
     true
 }
 
-/// Starts deciding a frame: inline while it does not need to wait, in its
-/// own task as soon as it does.
-fn start(
+/// A frame to decide, with what its decision needs.
+struct Undecided {
     session: Arc<Session>,
     direction: Direction,
     frame: Frame,
     carrier: Option<Carrier>,
-) -> oneshot::Receiver<Outcome> {
-    let (tx, rx) = oneshot::channel();
-    let mut decision = Box::pin(async move {
-        let mut slot = Some(tx);
-        let writers = session.writers.clone();
-        let deliveries =
-            frame::handle_frame(session, direction, frame, carrier.as_ref(), &mut slot).await;
-        match slot {
-            Some(slot) => {
-                let _ = slot.send(Outcome::Deliver(deliveries));
-            }
-            None => write(&writers, direction, deliveries).await,
+    /// Where the deliveries go, in arrival order.
+    slot: oneshot::Sender<Outcome>,
+}
+
+/// Decides one frame and hands its deliveries to its slot, or writes them
+/// itself once the slot was given up (a held message).
+async fn decide(undecided: Undecided) {
+    let Undecided {
+        session,
+        direction,
+        frame,
+        carrier,
+        slot,
+    } = undecided;
+    let mut slot = Some(slot);
+    let writers = session.writers.clone();
+    let deliveries =
+        frame::handle_frame(session, direction, frame, carrier.as_ref(), &mut slot).await;
+    match slot {
+        Some(slot) => {
+            let _ = slot.send(Outcome::Deliver(deliveries));
         }
-    });
-    let waker = futures_util::task::noop_waker();
-    if decision.as_mut().poll(&mut Context::from_waker(&waker)) == Poll::Pending {
-        tokio::spawn(decision);
+        None => write(&writers, direction, deliveries).await,
     }
-    rx
+}
+
+/// Starts decisions, reusing the memory of the last one that completed
+/// while messages keep coming: a decision's future is several kilobytes,
+/// and allocating one per message (from the allocator's slow path for
+/// blocks that size) cost more than most of what it decides.
+struct Decider<'a, F> {
+    /// A completed decision's allocation, ready for the next.
+    spare: &'a mut Option<Pin<Box<F>>>,
+    /// [`decide`], as a function pointer, so `F` names its future.
+    decide: fn(Undecided) -> F,
+}
+
+impl<F> Decider<'_, F>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    /// Starts deciding a frame: inline while it does not need to wait, in
+    /// its own task as soon as it does.
+    fn start(self, undecided: Undecided) {
+        let future = (self.decide)(undecided);
+        let mut decision = match self.spare.take() {
+            Some(mut completed) => {
+                completed.as_mut().set(future);
+                completed
+            }
+            None => Box::pin(future),
+        };
+        let waker = futures_util::task::noop_waker();
+        if decision.as_mut().poll(&mut Context::from_waker(&waker)) == Poll::Pending {
+            tokio::spawn(decision);
+        } else {
+            *self.spare = Some(decision);
+        }
+    }
 }
 
 /// Waits until everything queued so far has been written.
