@@ -101,36 +101,43 @@ pub enum PeekError {
 }
 
 /// The members the peek reads; everything else stays in the original bytes.
-/// Duplicate members are rejected by serde, which is what we want.
+/// Duplicate members are rejected by serde, which is what we want. `P` is
+/// how `params` is read: kept raw by the ordinary peek.
 #[derive(Deserialize)]
-struct Envelope<'a> {
+#[serde(bound(deserialize = "P: Deserialize<'de>"))]
+pub(super) struct Envelope<'a, P> {
     #[serde(borrow, default)]
-    jsonrpc: Option<Cow<'a, str>>,
+    pub(super) jsonrpc: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    method: Option<Cow<'a, str>>,
+    pub(super) method: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "present")]
-    id: Option<&'a RawValue>,
+    pub(super) id: Option<&'a RawValue>,
+    #[serde(default)]
+    pub(super) params: Option<P>,
     #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
+    pub(super) result: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    result: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    error: Option<&'a RawValue>,
+    pub(super) error: Option<&'a RawValue>,
 }
 
-impl Envelope<'_> {
-    fn members(&self) -> Members<'_> {
+impl<P> Envelope<'_, P> {
+    /// What [`classify`] reads, `params` being of the right shape when
+    /// present as `params_shaped` says.
+    pub(super) fn members(&self, params_shaped: bool) -> Members<'_> {
         Members {
             jsonrpc: self.jsonrpc.as_deref(),
             method: self.method.as_deref(),
-            params_shaped: self.params.is_none_or(|params| {
-                let starts = params.get().trim_start().as_bytes().first().copied();
-                matches!(starts, Some(b'{') | Some(b'['))
-            }),
+            params_shaped: self.params.is_none() || params_shaped,
             result: self.result.is_some(),
             error: self.error.is_some(),
         }
     }
+}
+
+/// Whether raw `params` are an object or an array.
+fn shaped(params: &RawValue) -> bool {
+    let starts = params.get().trim_start().as_bytes().first().copied();
+    matches!(starts, Some(b'{') | Some(b'['))
 }
 
 /// What deciding a message's kind reads of its members.
@@ -149,7 +156,7 @@ pub(super) struct Members<'e> {
 
 /// Keeps an explicit `null` as `Some("null")`: `"id": null` is not the same
 /// as no id (a notification), and must be refused on a request.
-pub(super) fn present<'de, D>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error>
+fn present<'de, D>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error>
 where
     D: serde::Deserializer<'de>,
 {
@@ -196,13 +203,14 @@ fn peek_batch(bytes: &Bytes) -> Result<Vec<Message>, PeekError> {
 }
 
 fn peek_message(bytes: Bytes) -> Result<Message, PeekError> {
-    let envelope: Envelope<'_> = match serde_json::from_slice(&bytes) {
+    let envelope: Envelope<'_, &RawValue> = match serde_json::from_slice(&bytes) {
         Ok(envelope) => envelope,
         Err(err) if err.is_data() => return Err(data_error(&bytes, err)),
         Err(err) => return Err(PeekError::Parse(err.to_string())),
     };
     let id = envelope.id.map(|raw| RequestId::from_json(raw.get()));
-    let (kind, method) = classify(&envelope.members(), &id)?;
+    let params_shaped = envelope.params.is_some_and(shaped);
+    let (kind, method) = classify(&envelope.members(params_shaped), &id)?;
     Ok(Message {
         bytes,
         kind,

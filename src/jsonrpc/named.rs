@@ -16,7 +16,7 @@ use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use super::message::{classify, present, Members};
+use super::message::{classify, Envelope};
 use super::{Message, MessageKind, RequestId};
 
 /// A single request with a `params.name`, and where its parts sit.
@@ -46,22 +46,6 @@ impl NamedRequest {
             .unwrap_or_default();
         std::str::from_utf8(bare).unwrap_or_default()
     }
-}
-
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(borrow, default)]
-    jsonrpc: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    method: Option<Cow<'a, str>>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    params: Option<NamedParams<'a>>,
-    #[serde(borrow, default)]
-    result: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    error: Option<&'a RawValue>,
 }
 
 /// `params` as an object (never an array), keeping only its `name`.
@@ -107,18 +91,12 @@ impl<'de: 'a, 'a> Visitor<'de> for NamedParamsVisitor<'a> {
 /// errors.
 pub fn peek_named_request(bytes: Bytes, max_depth: usize) -> Option<NamedRequest> {
     super::scan(&bytes, max_depth).ok()?;
-    let envelope: Envelope<'_> = serde_json::from_slice(&bytes).ok()?;
+    let envelope: Envelope<'_, NamedParams<'_>> = serde_json::from_slice(&bytes).ok()?;
     let raw_id = envelope.id?;
     let raw_name = envelope.params.as_ref()?.name?;
     let id = Some(RequestId::from_json(raw_id.get()));
-    let members = Members {
-        jsonrpc: envelope.jsonrpc.as_deref(),
-        method: envelope.method.as_deref(),
-        params_shaped: true,
-        result: envelope.result.is_some(),
-        error: envelope.error.is_some(),
-    };
-    let (kind, method) = classify(&members, &id).ok()?;
+    // `NamedParams` reads only an object.
+    let (kind, method) = classify(&envelope.members(true), &id).ok()?;
     if kind != MessageKind::Request {
         return None;
     }
