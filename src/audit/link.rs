@@ -57,12 +57,13 @@ impl Link {
     pub(crate) fn link(
         &self,
         head: &mut ChainHead,
-        record: AuditRecord,
+        mut record: Box<AuditRecord>,
         epoch: u64,
         timestamp: String,
     ) -> Result<Linked, AuditError> {
         self.resync(head, epoch);
-        head.link_at(&self.session_id, self.complete(record), timestamp)
+        self.complete(&mut record);
+        head.link_at(&self.session_id, *record, timestamp)
     }
 
     /// The latest `entry_hash` linked in `epoch`, `None` before the first.
@@ -95,14 +96,12 @@ impl Link {
 
     /// Names the session's caller and upstream on `record` (shared, not
     /// copied).
-    fn complete(&self, record: AuditRecord) -> AuditRecord {
-        let record = match &self.caller {
-            Some(caller) => record.caller(caller),
-            None => record,
-        };
-        match &self.upstream {
-            Some(upstream) => record.upstream(Arc::clone(upstream)),
-            None => record,
+    fn complete(&self, record: &mut AuditRecord) {
+        if let Some(caller) = &self.caller {
+            record.set_caller(caller);
+        }
+        if let Some(upstream) = &self.upstream {
+            record.set_upstream(Arc::clone(upstream));
         }
     }
 }
@@ -112,7 +111,9 @@ impl Link {
 pub(crate) struct Deferred {
     /// The chain it belongs to.
     pub(crate) link: Arc<Link>,
-    pub(crate) record: AuditRecord,
+    /// The record, boxed by its appender: it crosses several futures and
+    /// the writer's queue, and moves as a pointer.
+    pub(crate) record: Box<AuditRecord>,
     /// When it was appended, which is when the step happened.
     pub(crate) timestamp: String,
     /// The `entry_id` its appender was given.
@@ -124,21 +125,17 @@ impl Deferred {
     /// as it was on error). The writer calls this for each deferred entry
     /// in queue order, which is the order they were numbered in, so the
     /// chain comes out exactly as if each appender had linked its own.
-    pub(crate) fn link_into(
-        self: Box<Self>,
-        epoch: u64,
-        out: &mut Vec<u8>,
-    ) -> Result<Written, AuditError> {
+    pub(crate) fn link_into(self, epoch: u64, out: &mut Vec<u8>) -> Result<Written, AuditError> {
         let Self {
             link,
-            record,
+            mut record,
             timestamp,
             entry_id,
-        } = *self;
+        } = self;
         let tip = {
             let mut head = link.lock_head();
             link.resync(&mut head, epoch);
-            let record = link.complete(record);
+            link.complete(&mut record);
             head.link_into(&link.session_id, &record, &timestamp, out)?
         };
         debug_assert_eq!(tip.entry_id, entry_id, "numbered in order");

@@ -35,6 +35,6 @@ pub(crate) enum Queued {
     /// report to its chain once written.
     Line { line: Vec<u8>, written: Written },
     /// Numbered by the appender, to be linked by the writer (`Batch`,
-    /// `Never`). Boxed: a record is large, a queue slot should not be.
-    Deferred(Box<Deferred>),
+    /// `Never`). Its record is boxed, so the slot stays small.
+    Deferred(Deferred),
 }

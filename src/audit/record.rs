@@ -229,14 +229,26 @@ impl AuditRecord {
     }
 
     /// Names the session's caller on the entry.
-    pub(crate) fn caller(mut self, caller: &Arc<Identity>) -> Self {
+    pub(crate) fn set_caller(&mut self, caller: &Arc<Identity>) {
         self.caller = Some(Arc::clone(caller));
-        self
     }
 
     /// Names the upstream of a virtual server the entry is about.
-    pub(crate) fn upstream(mut self, upstream: Arc<str>) -> Self {
+    pub(crate) fn set_upstream(&mut self, upstream: Arc<str>) {
         self.upstream = Some(upstream);
+    }
+
+    /// [`Self::set_caller`] as a builder.
+    #[cfg(test)]
+    pub(crate) fn caller(mut self, caller: &Arc<Identity>) -> Self {
+        self.set_caller(caller);
+        self
+    }
+
+    /// [`Self::set_upstream`] as a builder.
+    #[cfg(test)]
+    pub(crate) fn upstream(mut self, upstream: Arc<str>) -> Self {
+        self.set_upstream(upstream);
         self
     }
 

@@ -127,7 +127,11 @@ impl AuditChain {
     /// once the fsync covering it is done. An error means the entry may not
     /// be on disk: callers must fail closed. Cancelling the future after the
     /// entry was queued does not withdraw it.
-    pub async fn append(&self, record: AuditRecord) -> Result<AppendReceipt, AuditError> {
+    pub async fn append(
+        &self,
+        record: impl Into<Box<AuditRecord>>,
+    ) -> Result<AppendReceipt, AuditError> {
+        let record = record.into();
         let refused = |error| {
             self.log.status().count_refused();
             error
@@ -154,7 +158,7 @@ impl AuditChain {
     fn link_and_enqueue(
         &self,
         permit: mpsc::Permit<'_, Command>,
-        record: AuditRecord,
+        record: Box<AuditRecord>,
     ) -> Result<(AppendReceipt, Durable), AuditError> {
         let (ack, durable) = oneshot::channel();
         let mut head = self.link.lock_head();
@@ -188,7 +192,7 @@ impl AuditChain {
     fn number_and_enqueue(
         &self,
         permit: mpsc::Permit<'_, Command>,
-        record: AuditRecord,
+        record: Box<AuditRecord>,
     ) -> Result<AppendReceipt, AuditError> {
         record.check_canonical()?;
         let mut sequence = lock(&self.sequence);
@@ -198,12 +202,12 @@ impl AuditChain {
         let epoch = self.log.status().epoch();
         let entry_id = sequence.next(epoch, || self.link.on_disk().entry_id);
         permit.send(Command::Append {
-            entry: Queued::Deferred(Box::new(Deferred {
+            entry: Queued::Deferred(Deferred {
                 link: Arc::clone(&self.link),
                 record,
                 timestamp,
                 entry_id,
-            })),
+            }),
             ack: None,
             epoch,
         });

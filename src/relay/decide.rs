@@ -366,7 +366,7 @@ pub async fn record_hook(
         record = record.detail(detail);
     }
     METRICS.count_enforcement(action.as_str());
-    append(session, with_context(record, context, action)).await
+    append(session, Box::new(with_context(record, context, action))).await
 }
 
 /// Appends an enforcement event (no hook of its own: a posture fallback, an
@@ -388,7 +388,7 @@ pub async fn record_event(
         record = record.reasoning(reasoning.as_str());
     }
     METRICS.count_enforcement(action.as_str());
-    append(session, with_context(record, context, action)).await
+    append(session, Box::new(with_context(record, context, action))).await
 }
 
 /// Appends the enforcement event of a call a `[[policy.limit]]` refused,
@@ -411,7 +411,11 @@ pub async fn record_limit_refusal(
         record = record.reasoning(reasoning.as_str());
     }
     METRICS.count_enforcement(Action::Blocked.as_str());
-    append(session, with_context(record, context, Action::Blocked)).await
+    append(
+        session,
+        Box::new(with_context(record, context, Action::Blocked)),
+    )
+    .await
 }
 
 fn with_context(record: AuditRecord, context: &MessageContext, action: Action) -> AuditRecord {
@@ -428,7 +432,7 @@ fn with_context(record: AuditRecord, context: &MessageContext, action: Action) -
 /// Appends `record`; a failure is an error only when `[audit] on_failure`
 /// is `deny`. The writer logs each failure window once; single appends are
 /// only counted, so an outage does not flood the log.
-async fn append(session: &Session, record: AuditRecord) -> Result<Recorded, AuditError> {
+async fn append(session: &Session, record: Box<AuditRecord>) -> Result<Recorded, AuditError> {
     match session.audit.append(record).await {
         Ok(receipt) => {
             METRICS.audit_entries_total.inc();

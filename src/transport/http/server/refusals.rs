@@ -154,7 +154,7 @@ async fn record_all(
         );
         let mut record = refusal_record(detail, Some(refused.refusal));
         if let Some(caller) = &refused.caller {
-            record = record.caller(caller);
+            record.set_caller(caller);
         }
         append(&chain, record).await;
     }
