@@ -6,7 +6,7 @@
 //! An answer never overtakes what the leg sent before it: while a message
 //! of the leg is still on its way through the router (a progress
 //! notification just before the result, say), answers take the reader's
-//! path too, behind it.
+//! path too, and the router writes them after it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -110,5 +110,55 @@ impl Divert for Answers {
         };
         self.ahead.fetch_add(1, Ordering::AcqRel);
         Err(frame)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answers() -> Answers {
+        let (to_agent, _receiver) = FrameWriter::channel(4);
+        let answers = Answers::new("b".into(), to_agent);
+        for (leg_id, agent_id) in [(5, "\"a-7\""), (6, "8")] {
+            let agent_id = Some(RequestId::from_json(agent_id));
+            answers.pending.insert(leg_id, agent_id, Answer::Agent);
+        }
+        answers
+    }
+
+    fn reply(id: u64) -> Bytes {
+        Bytes::from(format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"id":1}}}}"#
+        ))
+    }
+
+    #[test]
+    fn an_answer_goes_to_the_agent_under_its_id_when_nothing_is_ahead() {
+        let answers = answers();
+        match answers.divert(reply(5)) {
+            Ok(Diverted::To(_, frame)) => assert_eq!(
+                &frame[..],
+                br#"{"jsonrpc":"2.0","id":"a-7","result":{"id":1}}"#
+            ),
+            _ => panic!("the answer was not diverted"),
+        }
+        assert!(answers.pending.take(5).is_none());
+    }
+
+    #[test]
+    fn an_answer_waits_behind_a_message_on_its_way_through_the_router() {
+        let answers = answers();
+        let progress =
+            Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/progress"}"#);
+        assert!(answers.divert(progress).is_err());
+        let held = answers.divert(reply(6));
+        assert_eq!(held.err(), Some(reply(6)));
+        // The reader takes both off the queue; once the router has handled
+        // them, answers go straight to the agent again.
+        let (first, second) = (answers.counted(), answers.counted());
+        drop((first, second));
+        assert_eq!(answers.ahead.load(Ordering::Acquire), 0);
+        assert!(matches!(answers.divert(reply(5)), Ok(Diverted::To(..))));
     }
 }

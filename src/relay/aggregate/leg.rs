@@ -40,6 +40,9 @@ pub(super) enum LegEvent {
     /// counted as ahead of the leg's answers until the router has handled
     /// it.
     Message(usize, Value, Ahead),
+    /// An answer to a routed call that was held behind the leg's earlier
+    /// messages, to be written to the agent after them.
+    Answer(Bytes, Ahead),
     /// The leg's session ended: its upstream is gone.
     Closed(usize),
 }
@@ -299,7 +302,8 @@ fn frames_of(
 
 /// Reads what the leg's relay sends towards the agent and the answers
 /// did not take: the upstream's requests and notifications go to the
-/// router, and answers that were held behind them go where they belong.
+/// router, and so do answers to routed calls held behind them, so the
+/// router writes them to the agent in the order the upstream sent them.
 async fn read_leg(
     leg: Arc<Leg>,
     mut from_leg: FrameReceiver,
@@ -308,8 +312,10 @@ async fn read_leg(
     while let Some(frame) = from_leg.recv().await {
         let ahead = leg.answers.counted();
         let frame = match leg.answers.deliver(frame) {
-            Ok(Diverted::To(writer, reply)) => {
-                let _ = writer.send(reply).await;
+            Ok(Diverted::To(_, reply)) => {
+                if events.send(LegEvent::Answer(reply, ahead)).is_err() {
+                    break;
+                }
                 continue;
             }
             Ok(Diverted::Delivered) => continue,

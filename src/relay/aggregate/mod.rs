@@ -302,6 +302,11 @@ async fn serve(
                     upstream_events::message(router, index, message).await;
                     drop(ahead);
                 }
+                Some(LegEvent::Answer(reply, ahead)) => {
+                    // The agent may be gone; its session ends with it.
+                    let _ = router.client.send(reply).await;
+                    drop(ahead);
+                }
                 Some(LegEvent::Closed(index)) => {
                     if let Some(ended) = upstream_events::closed(router, index).await {
                         restarts.schedule(index, Some(ended));
