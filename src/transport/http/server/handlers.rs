@@ -47,7 +47,7 @@ use super::events::{self, SESSION_HEADER};
 use super::principal::{may_use, Principal};
 use super::responses::{json_error, method_not_allowed, rejection, with_body_digest};
 use super::routing::{cancelled_request, AttachError, Mode, Opened, PostedRequest, STANDALONE};
-use super::session::{execute, HttpSession};
+use super::session::{execute, HttpSession, SessionGone};
 use super::shared::Shared;
 use super::stateless;
 use crate::jsonrpc::{codes, peek_frame_within, Frame, Message, MessageKind, PeekError};
@@ -184,7 +184,7 @@ async fn post(shared: &Arc<Shared>, route: Arc<str>, parts: &Parts, body: Body) 
         &session,
         body,
         carrier,
-        &messages,
+        messages,
         batch,
         initialize,
         accepts.sse,
@@ -229,6 +229,21 @@ fn frame_of(body: &Bytes, max_depth: usize) -> Result<(Vec<Message>, bool), Refu
     Ok((messages, batch))
 }
 
+/// Hands a POST's frame to the relay: a single message as the endpoint
+/// already peeked it (so the relay does not peek it again), unless it
+/// carries a trace context, which travels beside the bytes.
+async fn forward(
+    session: &HttpSession,
+    frame: Bytes,
+    carrier: Option<Carrier>,
+    single: Option<Message>,
+) -> Result<(), SessionGone> {
+    match (single, carrier) {
+        (Some(message), None) => session.send_peeked(message).await,
+        (_, carrier) => session.send_traced(frame, carrier).await,
+    }
+}
+
 /// Pushes a POST's frame into the session and answers it: 202 for
 /// notifications and responses only, else an SSE stream (or one JSON body
 /// when the client accepts only JSON) carrying what is routed to it.
@@ -236,13 +251,13 @@ async fn deliver(
     session: &Arc<HttpSession>,
     frame: Bytes,
     carrier: Option<Carrier>,
-    messages: &[Message],
+    messages: Vec<Message>,
     batch: bool,
     initialize: bool,
     sse: bool,
 ) -> Response {
     let mut completed = Vec::new();
-    for message in messages {
+    for message in &messages {
         if let Some(id) = cancelled_request(message) {
             completed.extend(session.routes().client_cancelled(&id));
         }
@@ -251,8 +266,9 @@ async fn deliver(
         execute(dispatch).await;
     }
     let requests: Vec<PostedRequest> = messages.iter().filter_map(PostedRequest::of).collect();
+    let single = (!batch).then(|| messages.into_iter().next()).flatten();
     if requests.is_empty() {
-        return match session.send_traced(frame, carrier).await {
+        return match forward(session, frame, carrier, single).await {
             Ok(()) => StatusCode::ACCEPTED.into_response(),
             Err(_) => gone(),
         };
@@ -274,7 +290,7 @@ async fn deliver(
         }
     };
     // Registered before the relay sees the frame, so the answer has a home.
-    if session.send_traced(frame, carrier).await.is_err() {
+    if forward(session, frame, carrier, single).await.is_err() {
         return gone();
     }
     match opened {

@@ -15,7 +15,7 @@ use super::events::{self, DropGuard};
 use super::principal::Principal;
 use super::routing::{cancellation, Attachment, Dispatch, ReplayLimits, Routes};
 use super::start::{FrameSender, Started};
-use crate::jsonrpc::{codes, error_response};
+use crate::jsonrpc::{codes, error_response, Message};
 use crate::telemetry::Carrier;
 use crate::transport::writer::FrameReceiver;
 use crate::transport::LineFrame;
@@ -100,7 +100,6 @@ impl HttpSession {
         frame: Bytes,
         carrier: Option<Carrier>,
     ) -> Result<(), SessionGone> {
-        let frames = lock(&self.frames).clone().ok_or(SessionGone)?;
         let frame = match carrier {
             Some(carrier) => LineFrame::Traced {
                 line: frame,
@@ -108,6 +107,17 @@ impl HttpSession {
             },
             None => LineFrame::Line(frame),
         };
+        self.push(frame).await
+    }
+
+    /// Pushes one client message the endpoint has already peeked, so the
+    /// relay does not peek it again.
+    pub(crate) async fn send_peeked(&self, message: Message) -> Result<(), SessionGone> {
+        self.push(LineFrame::Peeked(message)).await
+    }
+
+    async fn push(&self, frame: LineFrame) -> Result<(), SessionGone> {
+        let frames = lock(&self.frames).clone().ok_or(SessionGone)?;
         frames.send(Ok(frame)).await.map_err(|_| SessionGone)
     }
 

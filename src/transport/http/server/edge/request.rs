@@ -137,7 +137,7 @@ fn too_large(limit: usize) -> Response {
 /// WebSocket frame can travel on a newline-framed upstream unchanged
 /// otherwise. Invalid JSON stays invalid.
 pub(crate) fn one_line(frame: Bytes) -> Bytes {
-    if !frame.iter().any(|b| *b == b'\n' || *b == b'\r') {
+    if memchr::memchr2(b'\n', b'\r', &frame).is_none() {
         return frame;
     }
     let mut out = BytesMut::from(&frame[..]);
