@@ -61,9 +61,9 @@ where
         let (frame, carrier) = match item {
             Ok(LineFrame::Line(bytes)) => (peek_frame_within(bytes, max_depth), None),
             Ok(LineFrame::Traced { line, carrier }) => {
-                (peek_frame_within(line, max_depth), Some(carrier))
+                (peek_frame_within(line, max_depth), Some(*carrier))
             }
-            Ok(LineFrame::Peeked(message)) => (Ok(Frame::Single(message)), None),
+            Ok(LineFrame::Peeked(message)) => (Ok(Frame::Single(*message)), None),
             Ok(LineFrame::TooLong) => {
                 refuse_oversized(&session, direction, &queue).await;
                 continue;

@@ -23,12 +23,28 @@ pub enum LineFrame {
         /// The message.
         line: Bytes,
         /// The trace context it came with.
-        carrier: Carrier,
+        carrier: Box<Carrier>,
     },
     /// A message its writer has already peeked (a virtual server's router
     /// hands a routed call to its upstream's relay session this way), so
     /// the relay does not peek it again. Never read from a byte stream.
-    Peeked(Message),
+    Peeked(Box<Message>),
+}
+
+// The large variants are boxed: every session holds several queues of
+// frames, each allocated a block of slots up front, so a slot stays the
+// size of a line.
+
+impl LineFrame {
+    /// The message's bytes, however they came; `None` for a line that was
+    /// too long.
+    pub fn into_bytes(self) -> Option<Bytes> {
+        match self {
+            LineFrame::Line(line) | LineFrame::Traced { line, .. } => Some(line),
+            LineFrame::Peeked(message) => Some(message.bytes),
+            LineFrame::TooLong => None,
+        }
+    }
 }
 
 /// Decoder/encoder for `\n`-terminated frames of at most `max_length` bytes.
@@ -139,6 +155,25 @@ impl Encoder<Bytes> for LineCodec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_frame_but_a_too_long_line_gives_its_bytes() {
+        let line = Bytes::from_static(br#"{"jsonrpc":"2.0","method":"m"}"#);
+        let message = match crate::jsonrpc::peek_frame(line.clone()) {
+            Ok(crate::jsonrpc::Frame::Single(message)) => message,
+            _ => panic!("the line is a message"),
+        };
+        assert_eq!(
+            LineFrame::Line(line.clone()).into_bytes(),
+            Some(line.clone())
+        );
+        assert_eq!(
+            LineFrame::Peeked(Box::new(message)).into_bytes(),
+            Some(line)
+        );
+        assert_eq!(LineFrame::TooLong.into_bytes(), None);
+        assert!(std::mem::size_of::<LineFrame>() <= 48);
+    }
 
     fn decode_all(codec: &mut LineCodec, chunks: &[&[u8]]) -> Vec<LineFrame> {
         let mut buf = BytesMut::new();

@@ -33,7 +33,7 @@ use super::line::{LineCodec, LineFrame};
 use super::upstream::{Upstream, UpstreamControl, UpstreamError, UpstreamExit};
 use super::writer::{FrameReceiver, FrameWriter};
 use crate::config::UpstreamConfig;
-use crate::jsonrpc::{codes, error_response, Message, RequestId};
+use crate::jsonrpc::{codes, error_response, RequestId};
 
 /// Frames on their way to one session.
 type FrameSender = mpsc::Sender<std::io::Result<LineFrame>>;
@@ -240,12 +240,8 @@ impl SharedChild {
 /// and ends every session's stream of frames.
 async fn read_server(child: Arc<SharedChild>, mut reader: FramedRead<ChildStdout, LineCodec>) {
     while let Some(item) = reader.next().await {
-        match item {
-            Ok(
-                LineFrame::Line(bytes)
-                | LineFrame::Traced { line: bytes, .. }
-                | LineFrame::Peeked(Message { bytes, .. }),
-            ) => match serde_json::from_slice::<Value>(&bytes) {
+        match item.map(LineFrame::into_bytes) {
+            Ok(Some(bytes)) => match serde_json::from_slice::<Value>(&bytes) {
                 Ok(Value::Array(items)) => {
                     for item in items {
                         child.deliver_down(item).await;
@@ -256,7 +252,7 @@ async fn read_server(child: Arc<SharedChild>, mut reader: FramedRead<ChildStdout
                     tracing::warn!(%err, route = %child.route, "the shared server sent a line that is not JSON; dropped")
                 }
             },
-            Ok(LineFrame::TooLong) => {
+            Ok(None) => {
                 tracing::warn!(route = %child.route, "the shared server sent an oversized message; dropped")
             }
             Err(err) => {

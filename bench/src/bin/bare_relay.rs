@@ -20,7 +20,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use acs_proxy::config::{Config, ListenTransport, UpstreamConfig};
-use acs_proxy::jsonrpc::Message;
 use acs_proxy::limits::LimitExceeded;
 use acs_proxy::transport::connect::{connect_route, RouteClients};
 use acs_proxy::transport::downstream::{Downstream, SessionHandle, SessionStarter};
@@ -201,11 +200,8 @@ async fn copy(
     writer: FrameWriter,
 ) {
     while let Some(Ok(frame)) = frames.next().await {
-        let line = match frame {
-            LineFrame::Line(line)
-            | LineFrame::Traced { line, .. }
-            | LineFrame::Peeked(Message { bytes: line, .. }) => line,
-            LineFrame::TooLong => continue,
+        let Some(line) = frame.into_bytes() else {
+            continue;
         };
         if writer.send(line).await.is_err() {
             return;

@@ -17,7 +17,6 @@ use tokio::time::Instant;
 use super::error::IntegrityError;
 use super::section::Section;
 use crate::config::UpstreamConfig;
-use crate::transport::line::LineFrame;
 use crate::transport::upstream::{self, Upstream};
 
 /// How long the whole read may take.
@@ -130,9 +129,10 @@ impl Conversation {
                 .await
                 .map_err(|_| format!("no answer to {method}"))?;
             let line = match frame {
-                Some(Ok(LineFrame::Line(line) | LineFrame::Traced { line, .. })) => line,
-                Some(Ok(LineFrame::Peeked(message))) => message.bytes,
-                Some(Ok(LineFrame::TooLong)) => continue,
+                Some(Ok(frame)) => match frame.into_bytes() {
+                    Some(line) => line,
+                    None => continue,
+                },
                 Some(Err(err)) => return Err(format!("reading the answer to {method}: {err}")),
                 None => return Err(format!("the server went away before answering {method}")),
             };

@@ -221,7 +221,12 @@ impl Leg {
         self.answers
             .pending
             .insert(id, Some(agent_id), Answer::Agent);
-        if self.to_leg.send(LineFrame::Peeked(message)).await.is_err() {
+        if self
+            .to_leg
+            .send(LineFrame::Peeked(Box::new(message)))
+            .await
+            .is_err()
+        {
             if let Some((Some(agent_id), _)) = self.answers.pending.take(id) {
                 self.answers.unavailable(&agent_id).await;
             }

@@ -73,7 +73,7 @@ use router::Router;
 use slots::LegSlots;
 
 use crate::hooks::lifecycle::SessionEndReason;
-use crate::jsonrpc::{codes, Message};
+use crate::jsonrpc::codes;
 use crate::relay::SessionExit;
 use crate::telemetry::Carrier;
 use crate::transport::downstream::Downstream;
@@ -250,12 +250,9 @@ async fn await_initialize(
             () = stop.cancelled() => return None,
         };
         let message = match frame? {
-            Ok(
-                LineFrame::Line(bytes)
-                | LineFrame::Traced { line: bytes, .. }
-                | LineFrame::Peeked(Message { bytes, .. }),
-            ) => serde_json::from_slice::<Value>(&bytes).ok(),
-            Ok(LineFrame::TooLong) => None,
+            Ok(frame) => frame
+                .into_bytes()
+                .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok()),
             Err(_) => return None,
         };
         let Some(message) = message else { continue };
@@ -286,15 +283,15 @@ async fn serve(
     loop {
         tokio::select! {
             frame = downstream.frames.next() => match frame {
-                Some(Ok(LineFrame::Line(bytes) | LineFrame::Peeked(Message { bytes, .. }))) => {
-                    from_client(router, bytes, None).await
-                }
                 Some(Ok(LineFrame::Traced { line, carrier })) => {
                     from_client(router, line, Some(&carrier)).await
                 }
-                Some(Ok(LineFrame::TooLong)) => {
-                    router.reply_error(&Value::Null, codes::INVALID_REQUEST, "the message is too large").await;
-                }
+                Some(Ok(frame)) => match frame.into_bytes() {
+                    Some(bytes) => from_client(router, bytes, None).await,
+                    None => {
+                        router.reply_error(&Value::Null, codes::INVALID_REQUEST, "the message is too large").await;
+                    }
+                },
                 Some(Err(_)) | None => return SessionExit::ClientClosed,
             },
             event = leg_events.recv(), if legs_open => match event {

@@ -103,7 +103,7 @@ impl HttpSession {
         let frame = match carrier {
             Some(carrier) => LineFrame::Traced {
                 line: frame,
-                carrier,
+                carrier: Box::new(carrier),
             },
             None => LineFrame::Line(frame),
         };
@@ -113,7 +113,7 @@ impl HttpSession {
     /// Pushes one client message the endpoint has already peeked, so the
     /// relay does not peek it again.
     pub(crate) async fn send_peeked(&self, message: Message) -> Result<(), SessionGone> {
-        self.push(LineFrame::Peeked(message)).await
+        self.push(LineFrame::Peeked(Box::new(message))).await
     }
 
     async fn push(&self, frame: LineFrame) -> Result<(), SessionGone> {

@@ -83,7 +83,7 @@ pub(crate) async fn post(
     let frame = match edge::trace_context(&parts.headers) {
         Some(carrier) => LineFrame::Traced {
             line: body,
-            carrier,
+            carrier: Box::new(carrier),
         },
         None => LineFrame::Line(body),
     };
