@@ -455,6 +455,47 @@ fn stdio_aggregate_decides_per_upstream_and_keeps_resource_uris() {
     scratch.assert_audit_verifies();
 }
 
+#[test]
+fn a_routed_call_keeps_the_agents_id_where_the_upstream_writes_it_back_unchanged() {
+    let scratch = Scratch::new();
+    let config = aggregate_config(&scratch, "", "");
+    let mut proxy = Proxy::start(&config);
+    proxy.initialize(json!({}));
+    proxy.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    proxy.response(&json!(2));
+    let calls = [
+        (json!(17), "plain"),
+        (json!("call-8"), "string"),
+        (json!("café-9"), "beyond ASCII"),
+    ];
+    for (id, text) in calls {
+        let mut call = support::tool_call(0, "demo__echo", json!({ "text": text }));
+        call["id"] = id.clone();
+        proxy.send(&call);
+        let answer = proxy.response(&id);
+        assert!(answer.to_string().contains(text), "{answer:#}");
+    }
+    assert!(proxy.finish().success());
+    scratch.assert_audit_verifies();
+    // The demo upstream's own chain names the ids the agent used, except
+    // the one a JSON writer may escape, which went under an id of the
+    // gateway's.
+    let entries = scratch.audit_entries();
+    let ids: Vec<&Value> = support::entries_of(&entries, "steps/toolCallRequest")
+        .into_iter()
+        .filter(|e| e["upstream"] == "demo")
+        .map(|e| &e["mcp_id"])
+        .collect();
+    assert!(ids.contains(&&json!(17)), "{ids:?}");
+    assert!(ids.contains(&&json!("call-8")), "{ids:?}");
+    assert!(
+        ids.iter().any(|id| id
+            .as_str()
+            .is_some_and(|id| id.starts_with("acs-aggregate-"))),
+        "{ids:?}"
+    );
+}
+
 /// The demo server child of the proxy `parent`.
 fn demo_child(parent: u32) -> Option<u32> {
     let children =

@@ -41,6 +41,13 @@ impl RequestId {
     }
 }
 
+/// Looked up by its JSON text, as read from a frame.
+impl std::borrow::Borrow<str> for RequestId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Display for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

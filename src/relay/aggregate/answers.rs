@@ -66,12 +66,13 @@ impl Answers {
         let Some((id, id_at)) = splice::peek_reply_id(&frame) else {
             return Err(frame);
         };
-        let Some((agent_id, answer)) = self.pending.take(id) else {
+        let Some(taken) = self.pending.take(id) else {
             return Err(frame);
         };
-        match answer {
+        match taken.answer {
+            Answer::Agent if !taken.renumbered => Ok(Diverted::To(&self.to_agent, frame)),
             Answer::Agent => {
-                let agent_id = agent_id.as_ref().map_or("null", RequestId::as_json);
+                let agent_id = taken.agent_id.as_ref().map_or("null", RequestId::as_json);
                 let reply = splice::splice(&frame, &mut [(id_at, agent_id.as_bytes())]);
                 Ok(Diverted::To(&self.to_agent, reply))
             }
@@ -117,17 +118,22 @@ impl Divert for Answers {
 mod tests {
     use super::*;
 
-    fn answers() -> Answers {
+    /// Answers with the agent's calls `7` (sent as is) and `"a\u0037"`
+    /// (renumbered) in flight; the second's id on the leg.
+    fn answers() -> (Answers, RequestId) {
         let (to_agent, _receiver) = FrameWriter::channel(4);
         let answers = Answers::new("b".into(), to_agent);
-        for (leg_id, agent_id) in [(5, "\"a-7\""), (6, "8")] {
-            let agent_id = Some(RequestId::from_json(agent_id));
-            answers.pending.insert(leg_id, agent_id, Answer::Agent);
-        }
-        answers
+        let pending = &answers.pending;
+        assert_eq!(
+            pending.insert_agent_request(&RequestId::from_json("7"), Answer::Agent),
+            None
+        );
+        let escaped = RequestId::from_json(r#""a\u0037""#);
+        let renumbered = pending.insert_agent_request(&escaped, Answer::Agent);
+        (answers, renumbered.expect("an escaped id is renumbered"))
     }
 
-    fn reply(id: u64) -> Bytes {
+    fn reply(id: &str) -> Bytes {
         Bytes::from(format!(
             r#"{{"jsonrpc":"2.0","id":{id},"result":{{"id":1}}}}"#
         ))
@@ -135,30 +141,31 @@ mod tests {
 
     #[test]
     fn an_answer_goes_to_the_agent_under_its_id_when_nothing_is_ahead() {
-        let answers = answers();
-        match answers.divert(reply(5)) {
-            Ok(Diverted::To(_, frame)) => assert_eq!(
-                &frame[..],
-                br#"{"jsonrpc":"2.0","id":"a-7","result":{"id":1}}"#
-            ),
+        let (answers, renumbered) = answers();
+        match answers.divert(reply("7")) {
+            Ok(Diverted::To(_, frame)) => assert_eq!(frame, reply("7")),
             _ => panic!("the answer was not diverted"),
         }
-        assert!(answers.pending.take(5).is_none());
+        match answers.divert(reply(renumbered.as_json())) {
+            Ok(Diverted::To(_, frame)) => assert_eq!(frame, reply(r#""a\u0037""#)),
+            _ => panic!("the answer was not diverted"),
+        }
+        assert!(answers.pending.take("7").is_none());
     }
 
     #[test]
     fn an_answer_waits_behind_a_message_on_its_way_through_the_router() {
-        let answers = answers();
+        let (answers, _) = answers();
         let progress =
             Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/progress"}"#);
         assert!(answers.divert(progress).is_err());
-        let held = answers.divert(reply(6));
-        assert_eq!(held.err(), Some(reply(6)));
+        let held = answers.divert(reply("7"));
+        assert_eq!(held.err(), Some(reply("7")));
         // The reader takes both off the queue; once the router has handled
         // them, answers go straight to the agent again.
         let (first, second) = (answers.counted(), answers.counted());
         drop((first, second));
         assert_eq!(answers.ahead.load(Ordering::Acquire), 0);
-        assert!(matches!(answers.divert(reply(5)), Ok(Diverted::To(..))));
+        assert!(matches!(answers.divert(reply("7")), Ok(Diverted::To(..))));
     }
 }

@@ -2,15 +2,14 @@
 //! Guardian, enforcement and audit exactly as for a plain route), whose
 //! agent side is a pair of in-memory channels the router drives.
 //!
-//! Requests the router sends get ids of the leg's own numbering, so replies
-//! never collide with the agent's ids. A routed call goes in its own bytes
-//! and its answer straight back to the agent under the agent's id (see
-//! [`splice`](super::splice) and [`answers`](super::answers)); other
+//! A routed call goes in its own bytes, under the agent's id where the
+//! upstream will write that id back unchanged (see
+//! [`pending`](super::pending)), and its answer straight back to the agent
+//! (see [`splice`](super::splice) and [`answers`](super::answers)); other
 //! requests are JSON values whose answers come back to a waiting router
 //! task. Everything else the upstream sends (its requests and
 //! notifications) goes to the router as [`LegEvent`]s.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -60,7 +59,6 @@ pub(super) struct Leg {
     pub(super) index: usize,
     to_leg: LegInput,
     answers: Arc<Answers>,
-    next_id: AtomicU64,
     gone: CancellationToken,
     session: Mutex<Option<JoinHandle<SessionExit>>>,
     /// The names the agent knows this upstream's tools by, for its hooks.
@@ -140,7 +138,6 @@ impl Leg {
             index,
             to_leg,
             answers,
-            next_id: AtomicU64::new(1),
             gone: CancellationToken::new(),
             session: Mutex::new(Some(session)),
             route,
@@ -173,23 +170,28 @@ impl Leg {
         if self.gone.is_cancelled() {
             return Err(LegGone);
         }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        message["id"] = Value::from(id);
         let (reply, receiver) = oneshot::channel();
-        self.answers
-            .pending
-            .insert(id, agent_id, Answer::Waiter(reply));
+        let answer = Answer::Waiter(reply);
+        let pending = &self.answers.pending;
+        let id = match agent_id {
+            Some(agent_id) => pending
+                .insert_agent_request(&agent_id, answer)
+                .unwrap_or(agent_id),
+            None => pending.insert_router_request(answer),
+        };
+        message["id"] = id.to_value();
         if self.send(&message).await.is_err() {
-            self.answers.pending.take(id);
+            pending.take(id.as_json());
             return Err(LegGone);
         }
         Ok(receiver)
     }
 
-    /// Sends the agent's routed `call` with the leg's id and the server's
-    /// `name` for what it calls spliced in, already peeked, so the leg's
-    /// relay does not peek it again; the answer goes straight to the
-    /// agent, and so does the refusal when the leg is gone.
+    /// Sends the agent's routed `call` with the server's `name` for what
+    /// it calls spliced in (and a fresh id, when the agent's cannot be
+    /// kept), already peeked, so the leg's relay does not peek it again;
+    /// the answer goes straight to the agent, and so does the refusal when
+    /// the leg is gone.
     pub(super) async fn forward_call(&self, call: NamedCall, name: &str) {
         let NamedCall {
             id: agent_id,
@@ -202,40 +204,46 @@ impl Leg {
         if self.gone.is_cancelled() {
             return self.answers.unavailable(&agent_id).await;
         }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut leg_id = itoa::Buffer::new();
-        let leg_id = leg_id.format(id);
-        let bytes = splice::splice(
-            &request.message.bytes,
-            &mut [
-                (request.id_at, leg_id.as_bytes()),
-                (request.name_at, name.as_bytes()),
-            ],
-        );
+        let renumbered = self
+            .answers
+            .pending
+            .insert_agent_request(&agent_id, Answer::Agent);
+        let original = &request.message.bytes;
+        let name_edit = (original.get(request.name_at.clone()) != Some(name.as_bytes()))
+            .then_some((request.name_at, name.as_bytes()));
+        let id_edit = renumbered
+            .as_ref()
+            .map(|leg_id| (request.id_at, leg_id.as_json().as_bytes()));
+        let bytes = match (name_edit, id_edit) {
+            // Under the agent's id and name, the call goes as the agent wrote it.
+            (None, None) => original.clone(),
+            (Some(edit), None) | (None, Some(edit)) => splice::splice(original, &mut [edit]),
+            (Some(name), Some(id)) => splice::splice(original, &mut [name, id]),
+        };
+        let leg_id = renumbered.unwrap_or(agent_id);
         let message = Message {
             bytes,
             kind: MessageKind::Request,
-            id: Some(RequestId::from_json(leg_id)),
+            id: Some(leg_id.clone()),
             method: request.message.method,
         };
-        self.answers
-            .pending
-            .insert(id, Some(agent_id), Answer::Agent);
         if self
             .to_leg
             .send(LineFrame::Peeked(Box::new(message)))
             .await
             .is_err()
         {
-            if let Some((Some(agent_id), _)) = self.answers.pending.take(id) {
-                self.answers.unavailable(&agent_id).await;
+            if let Some(taken) = self.answers.pending.take(leg_id.as_json()) {
+                if let Some(agent_id) = taken.agent_id {
+                    self.answers.unavailable(&agent_id).await;
+                }
             }
         }
     }
 
-    /// The leg's id for the agent's request `agent_id` (JSON text), while
-    /// it runs here.
-    pub(super) fn leg_id_of(&self, agent_id: &str) -> Option<u64> {
+    /// The id the leg sent the agent's request `agent_id` (JSON text)
+    /// under, while it runs here.
+    pub(super) fn leg_id_of(&self, agent_id: &str) -> Option<RequestId> {
         self.answers.pending.leg_id_of(agent_id)
     }
 

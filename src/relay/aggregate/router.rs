@@ -289,7 +289,7 @@ impl Router {
                 .into_iter()
                 .find_map(|leg| Some((leg.leg_id_of(&key)?, leg)));
             if let Some((leg_id, target)) = running {
-                message["params"]["requestId"] = Value::from(leg_id);
+                message["params"]["requestId"] = leg_id.to_value();
                 let _ = target.send(&message).await;
             }
             return;

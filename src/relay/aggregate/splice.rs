@@ -47,22 +47,17 @@ pub(super) fn peek_named_call(bytes: &Bytes, max_depth: usize) -> Option<NamedCa
     })
 }
 
-/// The id of an answer from a leg, when it is a response whose id is one
-/// of the leg's own (a number), with where that id sits. The leg's relay
-/// has already read the frame as JSON, so only its top-level members are
-/// looked at.
-pub(super) fn peek_reply_id(bytes: &[u8]) -> Option<(u64, Range<usize>)> {
+/// The id (JSON text) of an answer from a leg, when it is a response,
+/// with where that id sits. The leg's relay has already read the frame as
+/// JSON, so only its top-level members are looked at.
+pub(super) fn peek_reply_id(bytes: &[u8]) -> Option<(&str, Range<usize>)> {
     let [id, method] = locate_members(bytes, ["id", "method"])?;
     if method.is_some() {
         return None;
     }
     let id = id?;
-    let digits = bytes.get(id.clone())?;
-    if !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let number = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    Some((number, id))
+    let text = std::str::from_utf8(bytes.get(id.clone())?).ok()?;
+    Some((text, id))
 }
 
 /// Ids written as JSON writes them back (an integer, or a string with
@@ -141,16 +136,14 @@ mod tests {
     }
 
     #[test]
-    fn a_reply_is_known_by_its_numeric_id() {
+    fn a_reply_is_known_by_its_id() {
         let text = br#"{"jsonrpc":"2.0","id":42,"result":{"content":[{"id":"x"}]}}"#;
         let (id, at) = peek_reply_id(text).unwrap();
-        assert_eq!(id, 42);
+        assert_eq!(id, "42");
         assert_eq!(&text[at], b"42");
         let request = br#"{"jsonrpc":"2.0","id":3,"method":"sampling/createMessage"}"#;
         assert_eq!(peek_reply_id(request), None);
-        assert_eq!(
-            peek_reply_id(br#"{"jsonrpc":"2.0","id":"s:1","result":{}}"#),
-            None
-        );
+        let named = br#"{"jsonrpc":"2.0","id":"s:1","result":{}}"#;
+        assert_eq!(peek_reply_id(named).map(|(id, _)| id), Some("\"s:1\""));
     }
 }
