@@ -4,11 +4,16 @@
 
 use bytes::Bytes;
 
+use crate::jsonrpc::RequestId;
+
 /// Where a frame goes once its message has been decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivery {
     /// On to the other side.
     Forward(Bytes),
+    /// On to the other side: the answer to its request `id`, which a
+    /// writer may route by (a virtual server's leg does).
+    Answer(Bytes, RequestId),
     /// Back to the sender (a blocked request's reply, an error).
     Reply(Bytes),
 }

@@ -353,11 +353,8 @@ async fn handle_response(
         Passage::Through { .. } => {}
         Passage::Blocked { decision, entry_id } => {
             let denial = Denial::of(&decision, entry_id.as_deref());
-            return vec![Delivery::Forward(reply::blocked_response(
-                &id,
-                &request.method,
-                &denial,
-            ))];
+            let blocked = reply::blocked_response(&id, &request.method, &denial);
+            return vec![Delivery::Answer(blocked, id)];
         }
         Passage::Cancelled => return Vec::new(),
     }
@@ -365,16 +362,13 @@ async fn handle_response(
         inventory::observe_response(session, &request.method, &doc.value, &flow.context).await
     {
         let denial = Denial::of(&blocked.decision, blocked.entry_id.as_deref());
-        return vec![Delivery::Forward(reply::blocked_response(
-            &id,
-            &request.method,
-            &denial,
-        ))];
+        let blocked = reply::blocked_response(&id, &request.method, &denial);
+        return vec![Delivery::Answer(blocked, id)];
     }
     if direction == Direction::ServerToClient {
         integrity::screen_list(session, &request.method, &mut doc, &flow.context).await;
     }
-    vec![Delivery::Forward(doc.into_bytes())]
+    vec![Delivery::Answer(doc.into_bytes(), id)]
 }
 
 /// A response to nothing in flight is not passed on: the other side never

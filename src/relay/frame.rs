@@ -53,7 +53,7 @@ async fn handle_batch(
         }
         for delivery in handle_message(session, direction, message, carrier, &mut None).await {
             match delivery {
-                Delivery::Forward(bytes) => forwards.push(bytes),
+                Delivery::Forward(bytes) | Delivery::Answer(bytes, _) => forwards.push(bytes),
                 Delivery::Reply(bytes) => replies.push(bytes),
             }
         }

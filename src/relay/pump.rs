@@ -232,11 +232,12 @@ async fn release(mut queue: mpsc::Receiver<Queued>, writers: Writers, direction:
 
 async fn write(writers: &Writers, direction: Direction, deliveries: Vec<Delivery>) {
     for delivery in deliveries {
-        let (writer, bytes) = match delivery {
-            Delivery::Forward(bytes) => (writers.toward(direction), bytes),
-            Delivery::Reply(bytes) => (writers.toward(direction.reverse()), bytes),
+        let sent = match delivery {
+            Delivery::Forward(bytes) => writers.toward(direction).send(bytes).await,
+            Delivery::Answer(bytes, id) => writers.toward(direction).send_answer(bytes, &id).await,
+            Delivery::Reply(bytes) => writers.toward(direction.reverse()).send(bytes).await,
         };
-        if writer.send(bytes).await.is_err() {
+        if sent.is_err() {
             tracing::debug!(
                 direction = direction.as_str(),
                 "dropped a frame for a closed peer"

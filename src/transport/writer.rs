@@ -12,6 +12,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::jsonrpc::RequestId;
+
 /// Frames coalesced into one write at most.
 const MAX_BATCH: usize = 64;
 
@@ -41,6 +43,13 @@ pub trait Divert: Send + Sync + 'static {
     /// frame as it goes there); gives `frame` back, unchanged, when it goes
     /// through the writer's own queue.
     fn divert(&self, frame: Bytes) -> Result<Diverted<'_>, Bytes>;
+
+    /// As [`divert`](Self::divert), for the answer to the request `id`,
+    /// so the diversion need not read the id out of the frame.
+    fn divert_answer(&self, frame: Bytes, id: &RequestId) -> Result<Diverted<'_>, Bytes> {
+        let _ = id;
+        self.divert(frame)
+    }
 }
 
 /// A frame on its way elsewhere than its writer's own queue.
@@ -98,13 +107,33 @@ impl FrameWriter {
 
     /// Queues one frame (without its newline).
     pub async fn send(&self, frame: Bytes) -> Result<(), WriterClosed> {
+        self.send_diverted(frame, None).await
+    }
+
+    /// Queues the answer to the request `id` (without its newline); a
+    /// diverting writer routes it by that id.
+    pub async fn send_answer(&self, frame: Bytes, id: &RequestId) -> Result<(), WriterClosed> {
+        self.send_diverted(frame, Some(id)).await
+    }
+
+    async fn send_diverted(
+        &self,
+        frame: Bytes,
+        answering: Option<&RequestId>,
+    ) -> Result<(), WriterClosed> {
         let frame = match &self.divert {
             None => frame,
-            Some(divert) => match divert.divert(frame) {
-                Ok(Diverted::To(writer, frame)) => return writer.queue(frame).await,
-                Ok(Diverted::Delivered) => return Ok(()),
-                Err(frame) => frame,
-            },
+            Some(divert) => {
+                let diverted = match answering {
+                    Some(id) => divert.divert_answer(frame, id),
+                    None => divert.divert(frame),
+                };
+                match diverted {
+                    Ok(Diverted::To(writer, frame)) => return writer.queue(frame).await,
+                    Ok(Diverted::Delivered) => return Ok(()),
+                    Err(frame) => frame,
+                }
+            }
         };
         self.queue(frame).await
     }

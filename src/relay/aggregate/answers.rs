@@ -14,7 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::pending::{Answer, PendingRequests};
+use super::pending::{Answer, PendingRequests, Taken};
 use super::splice;
 use crate::jsonrpc::{codes, error_response, RequestId};
 use crate::transport::writer::{Divert, Diverted, FrameWriter};
@@ -63,17 +63,32 @@ impl Answers {
     /// Delivers `frame` when it answers a request of the leg's; gives it
     /// back when it is something else.
     pub(super) fn deliver(&self, frame: Bytes) -> Result<Diverted<'_>, Bytes> {
-        let Some((id, id_at)) = splice::peek_reply_id(&frame) else {
+        let Some((id, _)) = splice::peek_reply_id(&frame) else {
             return Err(frame);
         };
-        let Some(taken) = self.pending.take(id) else {
+        let taken = self.pending.take(id);
+        self.hand_over(frame, taken)
+    }
+
+    /// Delivers `frame`, the answer to the leg's request `id`, when that
+    /// request is one of the leg's; gives it back otherwise.
+    fn deliver_answer(&self, frame: Bytes, id: &RequestId) -> Result<Diverted<'_>, Bytes> {
+        let taken = self.pending.take(id.as_json());
+        self.hand_over(frame, taken)
+    }
+
+    fn hand_over(&self, frame: Bytes, taken: Option<Taken>) -> Result<Diverted<'_>, Bytes> {
+        let Some(taken) = taken else {
             return Err(frame);
         };
         match taken.answer {
             Answer::Agent if !taken.renumbered => Ok(Diverted::To(&self.to_agent, frame)),
             Answer::Agent => {
                 let agent_id = taken.agent_id.as_ref().map_or("null", RequestId::as_json);
-                let reply = splice::splice(&frame, &mut [(id_at, agent_id.as_bytes())]);
+                let reply = match splice::peek_reply_id(&frame) {
+                    Some((_, id_at)) => splice::splice(&frame, &mut [(id_at, agent_id.as_bytes())]),
+                    None => frame,
+                };
                 Ok(Diverted::To(&self.to_agent, reply))
             }
             Answer::Waiter(waiter) => {
@@ -90,6 +105,26 @@ impl Answers {
         }
     }
 
+    /// Hands `frame` on with `deliver` while none of the leg's messages is
+    /// ahead of it in the router; otherwise gives it back, counted as one
+    /// more on its way through the router.
+    fn unless_behind<'a>(
+        &'a self,
+        frame: Bytes,
+        deliver: impl FnOnce(Bytes) -> Result<Diverted<'a>, Bytes>,
+    ) -> Result<Diverted<'a>, Bytes> {
+        let frame = if self.ahead.load(Ordering::Acquire) == 0 {
+            match deliver(frame) {
+                Ok(diverted) => return Ok(diverted),
+                Err(frame) => frame,
+            }
+        } else {
+            frame
+        };
+        self.ahead.fetch_add(1, Ordering::AcqRel);
+        Err(frame)
+    }
+
     /// Answers the agent's call `agent_id`: this upstream is gone, or
     /// went before answering it.
     pub(super) async fn unavailable(&self, agent_id: &RequestId) {
@@ -101,16 +136,11 @@ impl Answers {
 
 impl Divert for Answers {
     fn divert(&self, frame: Bytes) -> Result<Diverted<'_>, Bytes> {
-        let frame = if self.ahead.load(Ordering::Acquire) == 0 {
-            match self.deliver(frame) {
-                Ok(diverted) => return Ok(diverted),
-                Err(frame) => frame,
-            }
-        } else {
-            frame
-        };
-        self.ahead.fetch_add(1, Ordering::AcqRel);
-        Err(frame)
+        self.unless_behind(frame, |frame| self.deliver(frame))
+    }
+
+    fn divert_answer(&self, frame: Bytes, id: &RequestId) -> Result<Diverted<'_>, Bytes> {
+        self.unless_behind(frame, |frame| self.deliver_answer(frame, id))
     }
 }
 
@@ -167,5 +197,24 @@ mod tests {
         drop((first, second));
         assert_eq!(answers.ahead.load(Ordering::Acquire), 0);
         assert!(matches!(answers.divert(reply("7")), Ok(Diverted::To(..))));
+    }
+
+    #[test]
+    fn an_answer_the_relay_knows_the_id_of_is_routed_by_it() {
+        let (answers, renumbered) = answers();
+        let id = RequestId::from_json;
+        match answers.divert_answer(reply("7"), &id("7")) {
+            Ok(Diverted::To(_, frame)) => assert_eq!(frame, reply("7")),
+            _ => panic!("the answer was not diverted"),
+        }
+        match answers.divert_answer(reply(renumbered.as_json()), &renumbered) {
+            Ok(Diverted::To(_, frame)) => assert_eq!(frame, reply(r#""a\u0037""#)),
+            _ => panic!("the answer was not diverted"),
+        }
+        // An answer to nothing of the leg's goes on to the leg's reader.
+        assert_eq!(
+            answers.divert_answer(reply("9"), &id("9")).err(),
+            Some(reply("9"))
+        );
     }
 }
