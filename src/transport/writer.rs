@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use futures_util::future::BoxFuture;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -58,6 +59,8 @@ pub enum Diverted<'a> {
     To(&'a FrameWriter, Bytes),
     /// Nowhere more: the diversion delivered it itself.
     Delivered,
+    /// Delivered once this completes: its receiver had no room for it yet.
+    Pending(BoxFuture<'static, ()>),
 }
 
 /// The peer stopped accepting frames (it closed, or a write failed).
@@ -131,6 +134,10 @@ impl FrameWriter {
                 match diverted {
                     Ok(Diverted::To(writer, frame)) => return writer.queue(frame).await,
                     Ok(Diverted::Delivered) => return Ok(()),
+                    Ok(Diverted::Pending(delivery)) => {
+                        delivery.await;
+                        return Ok(());
+                    }
                     Err(frame) => frame,
                 }
             }

@@ -332,6 +332,10 @@ async fn read_leg(
                 continue;
             }
             Ok(Diverted::Delivered) => continue,
+            Ok(Diverted::Pending(delivery)) => {
+                delivery.await;
+                continue;
+            }
             Err(frame) => frame,
         };
         let Ok(message) = serde_json::from_slice::<Value>(&frame) else {

@@ -43,6 +43,7 @@ mod events;
 mod handlers;
 mod header_checks;
 mod listener;
+mod outgoing;
 mod principal;
 mod protected_resource;
 mod refusals;

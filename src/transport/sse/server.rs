@@ -49,7 +49,7 @@ pub(crate) async fn open(
     let Started {
         frames, outgoing, ..
     } = match shared
-        .start_session(&route, "sse", Vec::new(), &parts.extensions)
+        .start_session(&route, "sse", Vec::new(), &parts.extensions, None)
         .await
     {
         Ok(started) => started,

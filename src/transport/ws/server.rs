@@ -46,7 +46,7 @@ pub(crate) async fn upgrade(shared: Arc<Shared>, route: Arc<str>, mut parts: Par
     }
     let upgrade = upgrade.protocols([SUBPROTOCOL]);
     let started = match shared
-        .start_session(&route, "ws", Vec::new(), &parts.extensions)
+        .start_session(&route, "ws", Vec::new(), &parts.extensions, None)
         .await
     {
         Ok(started) => started,

@@ -44,14 +44,16 @@ use bytes::Bytes;
 use super::edge::{self, Refused};
 use super::era::{self, SUPPORTED_VERSIONS};
 use super::events::{self, SESSION_HEADER};
+use super::outgoing::{execute, Outgoing};
 use super::principal::{may_use, Principal};
 use super::responses::{json_error, method_not_allowed, rejection, with_body_digest};
 use super::routing::{cancelled_request, AttachError, Mode, Opened, PostedRequest, STANDALONE};
-use super::session::{execute, HttpSession, SessionGone};
+use super::session::{HttpSession, SessionGone};
 use super::shared::Shared;
 use super::stateless;
 use crate::jsonrpc::{codes, peek_frame_within, Frame, Message, MessageKind, PeekError};
 use crate::telemetry::Carrier;
+use crate::transport::writer::Divert;
 
 /// How long DELETE waits for the session's audit chain to be sealed.
 const SEAL_WAIT: Duration = Duration::from_secs(5);
@@ -168,13 +170,15 @@ async fn post(shared: &Arc<Shared>, route: Arc<str>, parts: &Parts, body: Body) 
             return *response;
         }
         let principal = parts.extensions.get::<Principal>();
+        let outgoing = Arc::new(Outgoing::new());
+        let divert = Some(outgoing.clone() as Arc<dyn Divert>);
         match shared
-            .start_session(&route, "http", Vec::new(), &parts.extensions)
+            .start_session(&route, "http", Vec::new(), &parts.extensions, divert)
             .await
         {
             Ok(started) => shared
                 .http
-                .create(route.clone(), principal.cloned(), started),
+                .create(route.clone(), principal.cloned(), started, outgoing),
             Err(err) => return err.response(&route, messages[0].id.as_ref()),
         }
     };

@@ -409,15 +409,8 @@ impl Routes {
         let mut out = Vec::new();
         match peek_frame(frame.clone()) {
             Ok(Frame::Single(message)) if message.kind == MessageKind::Response => {
-                let Some(id) = message.id.as_ref() else {
-                    return out;
-                };
-                self.capture_version(id, &message.bytes);
-                match self.by_request.remove(id) {
-                    Some(stream) => {
-                        self.deliver_responses(stream, frame, std::slice::from_ref(id), &mut out)
-                    }
-                    None => tracing::debug!(%id, "dropped a response nobody awaits"),
+                if let Some(id) = message.id.as_ref() {
+                    self.route_answer(frame, id, &mut out);
                 }
             }
             Ok(Frame::Batch(messages))
@@ -451,6 +444,16 @@ impl Routes {
             _ => self.route_unrelated(frame, &mut out),
         }
         out
+    }
+
+    /// Routes `frame`, the answer to the request `id`, to the stream of
+    /// the POST that carried that request.
+    pub(crate) fn route_answer(&mut self, frame: Bytes, id: &RequestId, out: &mut Vec<Dispatch>) {
+        self.capture_version(id, &frame);
+        match self.by_request.remove(id) {
+            Some(stream) => self.deliver_responses(stream, frame, std::slice::from_ref(id), out),
+            None => tracing::debug!(%id, "dropped a response nobody awaits"),
+        }
     }
 
     /// The requests still waiting for an answer.

@@ -12,30 +12,19 @@ use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::events::{self, DropGuard};
+use super::outgoing::{execute, Outgoing};
 use super::principal::Principal;
-use super::routing::{cancellation, Attachment, Dispatch, ReplayLimits, Routes};
+use super::routing::{cancellation, Attachment, Routes};
 use super::start::{FrameSender, Started};
 use crate::jsonrpc::{codes, error_response, Message};
 use crate::telemetry::Carrier;
 use crate::transport::writer::FrameReceiver;
 use crate::transport::LineFrame;
 
-/// How long a live connection may refuse events before it is dropped (its
-/// events stay kept, so the client can resume).
-const SEND_STALL: Duration = Duration::from_secs(30);
-
 /// How long a POST stream that lost its connection waits for the client to
 /// resume it (GET + `Last-Event-ID`) before its unanswered requests are
 /// cancelled upstream.
 pub(crate) const ABANDON_GRACE: Duration = Duration::from_secs(3);
-
-/// What a session keeps for resumption.
-pub(crate) const REPLAY_LIMITS: ReplayLimits = ReplayLimits {
-    events: 256,
-    bytes: 4 * 1024 * 1024,
-    finished_streams: 32,
-    channel: 64,
-};
 
 /// The session ended (deleted, expired, or the relay finished).
 #[derive(Debug, Clone, Copy)]
@@ -49,7 +38,7 @@ pub(crate) struct HttpSession {
     /// Who opened it; only they may use it.
     pub(crate) principal: Option<Principal>,
     frames: Mutex<Option<FrameSender>>,
-    routes: Mutex<Routes>,
+    outgoing: Arc<Outgoing>,
     last_active: Mutex<Instant>,
     /// Fired when the session ends, from either side.
     pub(crate) ended: CancellationToken,
@@ -69,6 +58,7 @@ impl HttpSession {
         route: Arc<str>,
         principal: Option<Principal>,
         frames: FrameSender,
+        outgoing: Arc<Outgoing>,
         sealed: CancellationToken,
     ) -> Self {
         Self {
@@ -76,7 +66,7 @@ impl HttpSession {
             route,
             principal,
             frames: Mutex::new(Some(frames)),
-            routes: Mutex::new(Routes::new(REPLAY_LIMITS)),
+            outgoing,
             last_active: Mutex::new(Instant::now()),
             ended: CancellationToken::new(),
             sealed,
@@ -85,7 +75,7 @@ impl HttpSession {
 
     /// The routing state (never held across an await).
     pub(crate) fn routes(&self) -> MutexGuard<'_, Routes> {
-        lock(&self.routes)
+        self.outgoing.routes()
     }
 
     /// Pushes one client frame into the relay.
@@ -221,24 +211,6 @@ impl HttpSession {
     }
 }
 
-/// Performs a routing hand-off.
-pub(crate) async fn execute(dispatch: Dispatch) {
-    match dispatch {
-        Dispatch::Live { tx, kick, event } => {
-            match tokio::time::timeout(SEND_STALL, tx.send(event)).await {
-                Ok(_) => {}
-                Err(_) => {
-                    tracing::warn!("an SSE client stopped reading; its connection is dropped");
-                    kick.cancel();
-                }
-            }
-        }
-        Dispatch::Json { tx, body } => {
-            let _ = tx.send(body);
-        }
-    }
-}
-
 /// Live Streamable HTTP sessions by id.
 #[derive(Default)]
 pub(crate) struct SessionTable {
@@ -261,16 +233,18 @@ impl SessionTable {
     }
 
     /// Registers a started session under a fresh id and starts routing what
-    /// the relay sends it.
+    /// the relay sends it; `outgoing` is the routing state the session's
+    /// relay writer was started with.
     pub(crate) fn create(
         self: &Arc<Self>,
         route: Arc<str>,
         principal: Option<Principal>,
         started: Started,
+        outgoing: Arc<Outgoing>,
     ) -> Arc<HttpSession> {
         let Started {
             frames,
-            outgoing,
+            outgoing: queued,
             sealed,
         } = started;
         let id = uuid::Uuid::new_v4().simple().to_string();
@@ -279,13 +253,14 @@ impl SessionTable {
             route,
             principal,
             frames,
+            outgoing,
             sealed,
         ));
         lock(&self.map).insert(id, session.clone());
         let table = Arc::downgrade(self);
         let routed = session.clone();
         tokio::spawn(async move {
-            route_outgoing(&routed, outgoing).await;
+            route_outgoing(&routed, queued).await;
             answer_unanswered(&routed).await;
             routed.routes().close();
             routed.close();
@@ -342,5 +317,6 @@ async fn route_outgoing(session: &HttpSession, mut outgoing: FrameReceiver) {
         for dispatch in dispatches {
             execute(dispatch).await;
         }
+        session.outgoing.handed_on();
     }
 }

@@ -22,7 +22,7 @@ use super::start::{StartError, Started};
 use crate::limits;
 use crate::transport::downstream::{Downstream, SessionStarter};
 use crate::transport::sse::server::LegacyTable;
-use crate::transport::writer::FrameWriter;
+use crate::transport::writer::{Divert, FrameWriter};
 
 /// State shared by every endpoint of one listener.
 pub(crate) struct Shared {
@@ -86,13 +86,16 @@ impl Shared {
     /// Starts a relay session on `route` for an accepted downstream session.
     /// `upstream_headers` go on to the route's upstream with every request
     /// of the session; its hooks name the request's [`Principal`] as the
-    /// caller, and its peer address (`ConnectInfo`) as the client's.
+    /// caller, and its peer address (`ConnectInfo`) as the client's. The
+    /// relay's frames to the agent go to `divert` before its queue, when
+    /// given.
     pub(crate) async fn start_session(
         &self,
         route: &str,
         transport: &'static str,
         upstream_headers: Vec<(String, String)>,
         request: &Extensions,
+        divert: Option<Arc<dyn Divert>>,
     ) -> Result<Started, StartError> {
         let principal = request.get::<Principal>();
         if self.stopping.is_cancelled() {
@@ -106,7 +109,10 @@ impl Shared {
         };
         let queue = self.settings.queue.max(1);
         let (frames, frames_rx) = mpsc::channel(queue);
-        let (writer, outgoing) = FrameWriter::channel(queue);
+        let (writer, outgoing) = match divert {
+            Some(divert) => FrameWriter::diverting(queue, divert),
+            None => FrameWriter::channel(queue),
+        };
         let downstream = Downstream {
             frames: futures_util::stream::unfold(frames_rx, |mut rx| async move {
                 rx.recv().await.map(|frame| (frame, rx))

@@ -74,7 +74,13 @@ pub(crate) async fn post(
         Err(err) => return err.response(message.id.as_ref()),
     };
     let started = match shared
-        .start_session(&route, "http", checked.unrecognized, &parts.extensions)
+        .start_session(
+            &route,
+            "http",
+            checked.unrecognized,
+            &parts.extensions,
+            None,
+        )
         .await
     {
         Ok(started) => started,
