@@ -27,11 +27,15 @@ use crate::transport::http::metadata::{META_CLIENT_INFO, META_VERSION};
 
 /// Runs the session start the first time the client sends anything, and
 /// later retries recording it if the audit log could not.
+///
+/// Both run once, or rarely, in the pump that reads every message: they
+/// are boxed, so the pump's own future (held by every session, idle ones
+/// too) does not carry their kilobytes of state.
 pub async fn start_once(session: &Session, first: &Frame) {
     if session.begin() {
-        start(session, first).await;
-    } else {
-        let _ = record_unrecorded_start(session).await;
+        Box::pin(start(session, first)).await;
+    } else if session.learned().unrecorded_start.is_some() {
+        let _ = Box::pin(record_unrecorded_start(session)).await;
     }
 }
 

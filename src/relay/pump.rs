@@ -65,7 +65,7 @@ where
             }
             Ok(LineFrame::Peeked(message)) => (Ok(Frame::Single(*message)), None),
             Ok(LineFrame::TooLong) => {
-                refuse_oversized(&session, direction, &queue).await;
+                Box::pin(refuse_oversized(&session, direction, &queue)).await;
                 continue;
             }
             Err(err) => {
@@ -88,6 +88,11 @@ where
 }
 
 /// Handles one peeked frame; `false` when the release queue is gone.
+///
+/// What runs once per session or for bad input only (the session start,
+/// the inventory snapshot, a refusal) is boxed: this future is part of
+/// every session's pump, idle ones too, and would otherwise be as large as
+/// the largest of them.
 async fn relay_frame<F>(
     session: &Arc<Session>,
     direction: Direction,
@@ -101,7 +106,7 @@ where
 {
     let frame = match peeked {
         Ok(frame) => frame,
-        Err(err) => return refuse_malformed(session, direction, err, queue).await,
+        Err(err) => return Box::pin(refuse_malformed(session, direction, err, queue)).await,
     };
     if direction == Direction::ClientToServer {
         lifecycle::start_once(session, &frame).await;
@@ -133,7 +138,7 @@ where
         if !barrier(queue).await {
             return false;
         }
-        inventory::take_snapshot(session).await;
+        Box::pin(inventory::take_snapshot(session)).await;
     }
     true
 }

@@ -117,9 +117,9 @@ pub async fn run_session(
         _ = &mut server_pump => {
             let exit = upstream.control.wait().await;
             METRICS.upstream_exited(&session.upstream);
-            fail_pending(&session, &exit).await;
+            Box::pin(fail_pending(&session, &exit)).await;
             if session.virtual_route.is_some() {
-                inventory::withdraw(&session).await;
+                Box::pin(inventory::withdraw(&session)).await;
             }
             client_pump.abort();
             SessionExit::ServerExited(exit)
@@ -137,7 +137,9 @@ pub async fn run_session(
         SessionExit::Stopped => SessionEndReason::Cancelled,
         SessionExit::ServerExited(_) => SessionEndReason::Error,
     };
-    lifecycle::end(&session, reason).await;
+    // Boxed, as are the failures above: this future lives as long as the
+    // session, and what runs once at its end need not make it larger.
+    Box::pin(lifecycle::end(&session, reason)).await;
     active.dec();
     upstream.writer.close();
     if let Some(task) = upstream.writer_task.take() {
