@@ -47,6 +47,13 @@ use crate::metrics::METRICS;
 /// How often a failed log tries to write again.
 pub const RETRY_INTERVAL: Duration = Duration::from_millis(500);
 
+/// The bytes a round gathers before it is written. A backlog (a burst of
+/// calls while the previous round synced) is written in rounds of about
+/// this size instead of one line buffer as large as the whole queue, which
+/// set a one-session gateway's peak memory; one write of this size costs
+/// no more per entry than a larger one.
+const ROUND_BYTES: usize = 256 * 1024;
+
 /// Everything one round commits together.
 #[derive(Default)]
 struct Round {
@@ -256,19 +263,19 @@ impl Writer {
     async fn gather(&mut self, first: Command) -> Round {
         let epoch = self.status.epoch();
         let mut round = Round {
-            bytes: Vec::with_capacity(self.last_round_len),
+            bytes: Vec::with_capacity(self.last_round_len.min(ROUND_BYTES)),
             ..Round::default()
         };
         let lingers =
             !waited_for(&first) && self.outage.is_none() && self.mode != FsyncMode::Always;
         let mut lost = round.add(first, epoch, &self.status);
-        // Up to the queue's capacity, so one round cannot grow without
-        // bound while appenders keep refilling it.
+        // Up to the queue's capacity and about `ROUND_BYTES`, so one round
+        // cannot grow without bound while appenders keep refilling it.
         let mut room = self.commands.max_capacity() - 1;
         if lingers {
             let window = tokio::time::sleep(FsyncMode::GROUP_COMMIT_WINDOW);
             tokio::pin!(window);
-            while room > 0 {
+            while room > 0 && round.bytes.len() < ROUND_BYTES {
                 let command = tokio::select! {
                     biased;
                     command = self.commands.recv() => command,
@@ -283,7 +290,7 @@ impl Writer {
                 }
             }
         }
-        while room > 0 {
+        while room > 0 && round.bytes.len() < ROUND_BYTES {
             match self.commands.try_recv() {
                 Ok(command) => lost += round.add(command, epoch, &self.status),
                 Err(_) => break,
@@ -446,5 +453,48 @@ impl Writer {
                 tracing::debug!(%error, "audit log retry failed");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::head::Tip;
+    use super::super::link::Link;
+    use super::*;
+
+    fn append(bytes: usize, epoch: u64) -> Command {
+        let written = Written {
+            link: Arc::new(Link::new("s", None, None)),
+            tip: Tip::default(),
+        };
+        let line = vec![b'x'; bytes];
+        let entry = Queued::Line { line, written };
+        Command::Append {
+            entry,
+            ack: None,
+            epoch,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_backlog_is_written_in_rounds_of_bounded_size() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let status = Arc::new(Status::healthy());
+        let (queue, commands) = mpsc::channel(4096);
+        for _ in 0..1024 {
+            queue.try_send(append(1024, status.epoch())).unwrap();
+        }
+        let mut writer = Writer::new(
+            file.reopen().unwrap(),
+            file.path().to_owned(),
+            FsyncMode::Never,
+            commands,
+            status,
+            0,
+        );
+        let first = writer.commands.recv().await.unwrap();
+        let round = writer.gather(first).await;
+        assert_eq!(round.bytes.len(), ROUND_BYTES);
+        assert_eq!(writer.commands.len(), 1024 - ROUND_BYTES / 1024);
     }
 }
