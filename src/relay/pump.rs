@@ -2,14 +2,12 @@
 //! concurrently, and release them to the other side in the order they
 //! arrived.
 //!
-//! Each message's decision runs at once (inline when it completes without
-//! waiting, otherwise in its own task). A message decided inline while
-//! nothing is queued is written by the pump itself; any other gets a slot
-//! in the ordered release queue ([`release`](super::release)), written
-//! strictly in arrival order, so a notification never overtakes the request
-//! it follows. A message held for an approver gives up its slot
-//! ([`Outcome::Detached`]) and is written directly once resolved, so one
-//! pending approval does not stall the rest.
+//! Each message gets a slot in an ordered queue. Its decision runs at once
+//! (inline when it completes without waiting, otherwise in its own task),
+//! and the releaser writes slots strictly in arrival order, so a
+//! notification never overtakes the request it follows. A message held
+//! for an approver gives up its slot ([`Outcome::Detached`]) and is written
+//! directly once resolved, so one pending approval does not stall the rest.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,20 +16,27 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures_util::{FutureExt, Stream, StreamExt};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use super::decide::{self, MessageContext};
 use super::delivery::{Delivery, Outcome};
 use super::frame;
-use super::release::{self, ReleaseQueue};
 use super::{inventory, lifecycle};
 use crate::enforce::Action;
 use crate::guardian::Decision;
 use crate::jsonrpc::{codes, error_response, peek_frame_within, Frame, MessageKind, PeekError};
 use crate::metrics::METRICS;
-use crate::session::{Direction, Session};
+use crate::session::{Direction, Session, Writers};
 use crate::telemetry::Carrier;
 use crate::transport::LineFrame;
+
+/// An entry of the ordered release queue.
+enum Queued {
+    /// A message being decided.
+    Slot(oneshot::Receiver<Outcome>),
+    /// Signalled once everything queued before it has been written.
+    Barrier(oneshot::Sender<()>),
+}
 
 /// Reads `frames` from the peer sending in `direction` until it closes,
 /// and relays them. Returns once everything read has been released.
@@ -39,8 +44,8 @@ pub async fn run<S>(session: Arc<Session>, direction: Direction, mut frames: S)
 where
     S: Stream<Item = std::io::Result<LineFrame>> + Unpin,
 {
-    let capacity = session.config.limits.max_in_flight;
-    let (queue, releaser) = ReleaseQueue::start(session.writers.clone(), direction, capacity);
+    let (queue, pending) = mpsc::channel(session.config.limits.max_in_flight);
+    let releaser = tokio::spawn(release(pending, session.writers.clone(), direction));
     let mut spare = None;
     loop {
         let item = match frames.next().now_or_never() {
@@ -93,7 +98,7 @@ async fn relay_frame<F>(
     direction: Direction,
     peeked: Result<Frame, PeekError>,
     carrier: Option<Carrier>,
-    queue: &ReleaseQueue,
+    queue: &mpsc::Sender<Queued>,
     decider: Decider<'_, F>,
 ) -> bool
 where
@@ -118,24 +123,19 @@ where
     }
     let initialized = direction == Direction::ClientToServer
         && matches!(&frame, Frame::Single(m) if m.method() == "notifications/initialized");
-    let (slot, mut outcome) = oneshot::channel();
-    let decided = decider.start(Undecided {
+    let (slot, rx) = oneshot::channel();
+    decider.start(Undecided {
         session: session.clone(),
         direction,
         frame,
         carrier,
         slot,
     });
-    if decided && queue.is_idle() {
-        // Nothing waits to be written before it: no slot, no hand-off.
-        if let Ok(Outcome::Deliver(deliveries)) = outcome.try_recv() {
-            release::write(&session.writers, direction, deliveries).await;
-        }
-    } else if queue.slot(outcome).await.is_err() {
+    if queue.send(Queued::Slot(rx)).await.is_err() {
         return false;
     }
     if initialized && session.config.hooks.inventory {
-        if queue.barrier().await.is_err() {
+        if !barrier(queue).await {
             return false;
         }
         Box::pin(inventory::take_snapshot(session)).await;
@@ -171,7 +171,7 @@ async fn decide(undecided: Undecided) {
         Some(slot) => {
             let _ = slot.send(Outcome::Deliver(deliveries));
         }
-        None => release::write(&writers, direction, deliveries).await,
+        None => write(&writers, direction, deliveries).await,
     }
 }
 
@@ -191,8 +191,8 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     /// Starts deciding a frame: inline while it does not need to wait, in
-    /// its own task as soon as it does; `true` when it was decided inline.
-    fn start(self, undecided: Undecided) -> bool {
+    /// its own task as soon as it does.
+    fn start(self, undecided: Undecided) {
         let future = (self.decide)(undecided);
         let mut decision = match self.spare.take() {
             Some(mut completed) => {
@@ -204,10 +204,49 @@ where
         let waker = futures_util::task::noop_waker();
         if decision.as_mut().poll(&mut Context::from_waker(&waker)) == Poll::Pending {
             tokio::spawn(decision);
-            false
         } else {
             *self.spare = Some(decision);
-            true
+        }
+    }
+}
+
+/// Waits until everything queued so far has been written.
+async fn barrier(queue: &mpsc::Sender<Queued>) -> bool {
+    let (tx, rx) = oneshot::channel();
+    if queue.send(Queued::Barrier(tx)).await.is_err() {
+        return false;
+    }
+    rx.await.is_ok()
+}
+
+/// Writes slots in arrival order.
+async fn release(mut queue: mpsc::Receiver<Queued>, writers: Writers, direction: Direction) {
+    while let Some(queued) = queue.recv().await {
+        match queued {
+            Queued::Slot(slot) => {
+                if let Ok(Outcome::Deliver(deliveries)) = slot.await {
+                    write(&writers, direction, deliveries).await;
+                }
+            }
+            Queued::Barrier(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+}
+
+async fn write(writers: &Writers, direction: Direction, deliveries: Vec<Delivery>) {
+    for delivery in deliveries {
+        let sent = match delivery {
+            Delivery::Forward(bytes) => writers.toward(direction).send(bytes).await,
+            Delivery::Answer(bytes, id) => writers.toward(direction).send_answer(bytes, &id).await,
+            Delivery::Reply(bytes) => writers.toward(direction.reverse()).send(bytes).await,
+        };
+        if sent.is_err() {
+            tracing::debug!(
+                direction = direction.as_str(),
+                "dropped a frame for a closed peer"
+            );
         }
     }
 }
@@ -219,7 +258,7 @@ async fn refuse_malformed(
     session: &Arc<Session>,
     direction: Direction,
     err: PeekError,
-    queue: &ReleaseQueue,
+    queue: &mpsc::Sender<Queued>,
 ) -> bool {
     let (code, id) = match &err {
         PeekError::Parse(_) => (codes::PARSE_ERROR, None),
@@ -230,7 +269,11 @@ async fn refuse_malformed(
     refuse(direction, reply, queue).await
 }
 
-async fn refuse_oversized(session: &Arc<Session>, direction: Direction, queue: &ReleaseQueue) {
+async fn refuse_oversized(
+    session: &Arc<Session>,
+    direction: Direction,
+    queue: &mpsc::Sender<Queued>,
+) {
     let limit = session.config.limits.max_message_bytes;
     let message = format!("message exceeds the {limit}-byte limit and was discarded");
     let reply = error_response(None, codes::INVALID_REQUEST, &message, None);
@@ -240,12 +283,13 @@ async fn refuse_oversized(session: &Arc<Session>, direction: Direction, queue: &
 
 /// Queues an error reply to the client. A server that sends garbage is not
 /// answered (it asked nothing); the event is only recorded.
-async fn refuse(direction: Direction, reply: Bytes, queue: &ReleaseQueue) -> bool {
+async fn refuse(direction: Direction, reply: Bytes, queue: &mpsc::Sender<Queued>) -> bool {
     if direction != Direction::ClientToServer {
         return true;
     }
-    let reply = vec![Delivery::Reply(reply)];
-    queue.deliveries(reply).await.is_ok()
+    let (tx, rx) = oneshot::channel();
+    let _ = tx.send(Outcome::Deliver(vec![Delivery::Reply(reply)]));
+    queue.send(Queued::Slot(rx)).await.is_ok()
 }
 
 async fn record_refusal(session: &Session, direction: Direction, detail: String) {
