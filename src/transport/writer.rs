@@ -4,6 +4,7 @@
 //! from different tasks never interleave, and bursts are coalesced into one
 //! write and one flush.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -61,6 +62,65 @@ pub enum Diverted<'a> {
     Delivered,
     /// Delivered once this completes: its receiver had no room for it yet.
     Pending(BoxFuture<'static, ()>),
+}
+
+/// The frames a diverting writer let through to its own queue that its
+/// reader has not yet handed on. While there are any, a frame diverted past
+/// the queue would overtake them, so a [`Divert`] diverts only when the
+/// backlog is clear.
+#[derive(Debug, Default)]
+pub struct Backlog(Arc<AtomicUsize>);
+
+/// One frame of a [`Backlog`], counted until this is dropped (once its
+/// reader has handed it on).
+#[derive(Debug)]
+pub struct BacklogEntry(Arc<AtomicUsize>);
+
+impl Backlog {
+    /// Hands `frame` to `deliver` while the backlog is clear; otherwise,
+    /// or when `deliver` gives it back, lets it through to the writer's
+    /// own queue, counted.
+    pub fn unless_behind<'a>(
+        &self,
+        frame: Bytes,
+        deliver: impl FnOnce(Bytes) -> Result<Diverted<'a>, Bytes>,
+    ) -> Result<Diverted<'a>, Bytes> {
+        let frame = if self.is_clear() {
+            match deliver(frame) {
+                Ok(diverted) => return Ok(diverted),
+                Err(frame) => frame,
+            }
+        } else {
+            frame
+        };
+        self.let_through(frame)
+    }
+
+    /// Lets `frame` through to the writer's own queue, counted.
+    pub fn let_through<'a>(&self, frame: Bytes) -> Result<Diverted<'a>, Bytes> {
+        self.0.fetch_add(1, Ordering::AcqRel);
+        Err(frame)
+    }
+
+    /// Whether every frame let through has been handed on.
+    pub fn is_clear(&self) -> bool {
+        self.0.load(Ordering::Acquire) == 0
+    }
+
+    /// The reader's count of a frame it took off the queue.
+    pub fn entry(&self) -> BacklogEntry {
+        BacklogEntry(self.0.clone())
+    }
+}
+
+impl Drop for BacklogEntry {
+    fn drop(&mut self) {
+        // A frame queued through a permit was never counted; the count
+        // stays at zero for it rather than wrapping.
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
 }
 
 /// The peer stopped accepting frames (it closed, or a write failed).

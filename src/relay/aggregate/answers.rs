@@ -8,16 +8,13 @@
 //! notification just before the result, say), answers take the reader's
 //! path too, and the router writes them after it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-
 use bytes::Bytes;
 use serde_json::Value;
 
 use super::pending::{Answer, PendingRequests, Taken};
 use super::splice;
 use crate::jsonrpc::{codes, error_response, RequestId};
-use crate::transport::writer::{Divert, Diverted, FrameWriter};
+use crate::transport::writer::{Backlog, BacklogEntry, Divert, Diverted, FrameWriter};
 
 /// One leg's requests in flight and where their answers go.
 pub(super) struct Answers {
@@ -28,18 +25,7 @@ pub(super) struct Answers {
     to_agent: FrameWriter,
     /// Messages of the leg queued for its reader or the router, not yet
     /// handled by the router.
-    ahead: Arc<AtomicUsize>,
-}
-
-/// One message of the leg counted as on its way through the router, until
-/// this is dropped (once the router has handled it).
-#[derive(Debug)]
-pub(super) struct Ahead(Arc<AtomicUsize>);
-
-impl Drop for Ahead {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
+    ahead: Backlog,
 }
 
 impl Answers {
@@ -50,14 +36,14 @@ impl Answers {
             upstream,
             pending: PendingRequests::default(),
             to_agent,
-            ahead: Arc::default(),
+            ahead: Backlog::default(),
         }
     }
 
     /// The count of a frame the reader took off the leg's queue; every
     /// frame on that queue was counted when it was written.
-    pub(super) fn counted(&self) -> Ahead {
-        Ahead(self.ahead.clone())
+    pub(super) fn counted(&self) -> BacklogEntry {
+        self.ahead.entry()
     }
 
     /// Delivers `frame` when it answers a request of the leg's; gives it
@@ -105,26 +91,6 @@ impl Answers {
         }
     }
 
-    /// Hands `frame` on with `deliver` while none of the leg's messages is
-    /// ahead of it in the router; otherwise gives it back, counted as one
-    /// more on its way through the router.
-    fn unless_behind<'a>(
-        &'a self,
-        frame: Bytes,
-        deliver: impl FnOnce(Bytes) -> Result<Diverted<'a>, Bytes>,
-    ) -> Result<Diverted<'a>, Bytes> {
-        let frame = if self.ahead.load(Ordering::Acquire) == 0 {
-            match deliver(frame) {
-                Ok(diverted) => return Ok(diverted),
-                Err(frame) => frame,
-            }
-        } else {
-            frame
-        };
-        self.ahead.fetch_add(1, Ordering::AcqRel);
-        Err(frame)
-    }
-
     /// Answers the agent's call `agent_id`: this upstream is gone, or
     /// went before answering it.
     pub(super) async fn unavailable(&self, agent_id: &RequestId) {
@@ -136,11 +102,12 @@ impl Answers {
 
 impl Divert for Answers {
     fn divert(&self, frame: Bytes) -> Result<Diverted<'_>, Bytes> {
-        self.unless_behind(frame, |frame| self.deliver(frame))
+        self.ahead.unless_behind(frame, |frame| self.deliver(frame))
     }
 
     fn divert_answer(&self, frame: Bytes, id: &RequestId) -> Result<Diverted<'_>, Bytes> {
-        self.unless_behind(frame, |frame| self.deliver_answer(frame, id))
+        self.ahead
+            .unless_behind(frame, |frame| self.deliver_answer(frame, id))
     }
 }
 
@@ -195,7 +162,7 @@ mod tests {
         // them, answers go straight to the agent again.
         let (first, second) = (answers.counted(), answers.counted());
         drop((first, second));
-        assert_eq!(answers.ahead.load(Ordering::Acquire), 0);
+        assert!(answers.ahead.is_clear());
         assert!(matches!(answers.divert(reply("7")), Ok(Diverted::To(..))));
     }
 

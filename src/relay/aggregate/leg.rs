@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::answers::{Ahead, Answers};
+use super::answers::Answers;
 use super::context::AggregateContext;
 use super::pending::Answer;
 use super::splice::{self, NamedCall};
@@ -29,7 +29,7 @@ use crate::jsonrpc::{Message, MessageKind, RequestId};
 use crate::metrics::METRICS;
 use crate::relay::run::{run_session, SessionContext, SessionExit};
 use crate::transport::downstream::Downstream;
-use crate::transport::writer::{Diverted, FrameReceiver, FrameWriter};
+use crate::transport::writer::{BacklogEntry, Diverted, FrameReceiver, FrameWriter};
 use crate::transport::LineFrame;
 
 /// What a leg's upstream sent that is not an answer to the router.
@@ -38,10 +38,10 @@ pub(super) enum LegEvent {
     /// A request or notification from the upstream (index of the leg),
     /// counted as ahead of the leg's answers until the router has handled
     /// it.
-    Message(usize, Value, Ahead),
+    Message(usize, Value, BacklogEntry),
     /// An answer to a routed call that was held behind the leg's earlier
     /// messages, to be written to the agent after them.
-    Answer(Bytes, Ahead),
+    Answer(Bytes, BacklogEntry),
     /// The leg's session ended: its upstream is gone.
     Closed(usize),
 }

@@ -9,7 +9,6 @@
 //! it: while anything is still queued for the routing task, answers are
 //! queued behind it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -18,7 +17,7 @@ use futures_util::FutureExt;
 
 use super::routing::{Dispatch, ReplayLimits, Routes};
 use crate::jsonrpc::RequestId;
-use crate::transport::writer::{Divert, Diverted};
+use crate::transport::writer::{Backlog, BacklogEntry, Divert, Diverted};
 
 /// How long a live connection may refuse events before it is dropped (its
 /// events stay kept, so the client can resume).
@@ -37,7 +36,7 @@ const REPLAY_LIMITS: ReplayLimits = ReplayLimits {
 pub(crate) struct Outgoing {
     routes: Mutex<Routes>,
     /// Frames queued for the routing task and not yet handed on by it.
-    queued: AtomicUsize,
+    queued: Backlog,
 }
 
 impl Outgoing {
@@ -45,7 +44,7 @@ impl Outgoing {
     pub(crate) fn new() -> Self {
         Self {
             routes: Mutex::new(Routes::new(REPLAY_LIMITS)),
-            queued: AtomicUsize::new(0),
+            queued: Backlog::default(),
         }
     }
 
@@ -54,38 +53,40 @@ impl Outgoing {
         self.routes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The routing task has handed on a frame it read off the queue.
-    pub(crate) fn handed_on(&self) {
-        // A frame queued through a permit was never counted; the count
-        // stays at zero for it rather than wrapping.
-        let _ = self
-            .queued
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    /// The routing task's count of a frame it read off the queue, until
+    /// it has handed it on.
+    pub(crate) fn entry(&self) -> BacklogEntry {
+        self.queued.entry()
     }
 }
 
 impl Divert for Outgoing {
     fn divert(&self, frame: Bytes) -> Result<Diverted<'_>, Bytes> {
-        self.queued.fetch_add(1, Ordering::AcqRel);
-        Err(frame)
+        self.queued.let_through(frame)
     }
 
     fn divert_answer(&self, frame: Bytes, id: &RequestId) -> Result<Diverted<'_>, Bytes> {
-        if self.queued.load(Ordering::Acquire) != 0 {
-            return self.divert(frame);
-        }
+        self.queued
+            .unless_behind(frame, |frame| Ok(self.route_answer(frame, id)))
+    }
+}
+
+impl Outgoing {
+    /// Routes the answer to `id` to its POST now, handing on what can be
+    /// without waiting.
+    fn route_answer(&self, frame: Bytes, id: &RequestId) -> Diverted<'_> {
         let mut dispatches = Vec::new();
         self.routes().route_answer(frame, id, &mut dispatches);
         let waiting: Vec<Dispatch> = dispatches.into_iter().filter_map(try_execute).collect();
         if waiting.is_empty() {
-            return Ok(Diverted::Delivered);
+            return Diverted::Delivered;
         }
         let delivery = async move {
             for dispatch in waiting {
                 execute(dispatch).await;
             }
         };
-        Ok(Diverted::Pending(delivery.boxed()))
+        Diverted::Pending(delivery.boxed())
     }
 }
 
@@ -173,11 +174,10 @@ mod tests {
             outgoing.divert_answer(answer("3"), &id).err(),
             Some(answer("3"))
         );
-        outgoing.handed_on();
-        outgoing.handed_on();
+        drop((outgoing.entry(), outgoing.entry()));
         // A frame queued through a permit was never counted.
-        outgoing.handed_on();
-        assert_eq!(outgoing.queued.load(Ordering::Acquire), 0);
+        drop(outgoing.entry());
+        assert!(outgoing.queued.is_clear());
         assert!(outgoing.routes().is_pending(&id));
     }
 }

@@ -313,10 +313,10 @@ async fn answer_unanswered(session: &HttpSession) {
 /// Routes every frame the relay sends to the agent, until the relay is done.
 async fn route_outgoing(session: &HttpSession, mut outgoing: FrameReceiver) {
     while let Some(frame) = outgoing.recv().await {
+        let _routing = session.outgoing.entry();
         let dispatches = session.routes().route(frame);
         for dispatch in dispatches {
             execute(dispatch).await;
         }
-        session.outgoing.handed_on();
     }
 }
