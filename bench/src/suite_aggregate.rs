@@ -2,8 +2,11 @@
 //! load generator spawns acs-proxy over stdio in front of the demo server,
 //! once as a plain route and once as an `[[aggregate]]` of three demo
 //! servers (`a`, `b`, `c`; the calls go to `b__echo`), with the same
-//! governance as the stdio suite. The two alternate, their order flipping
-//! every round; the table gives medians over rounds.
+//! governance as the stdio suite; and the plain route a second time, as a
+//! control: what that second run differs from the first by in the same
+//! round is the harness's own noise, against which the virtual server's
+//! difference is read. The three take turns, their order rotating every
+//! round; the tables give medians over rounds.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -15,27 +18,42 @@ use crate::run_log::RunLog;
 use crate::setup::{policy_rules, Server};
 use crate::stats::median;
 
-/// The two ways the same call reaches the demo server.
+/// The ways the same call reaches the demo server in one round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Route {
     /// `[[upstream]]` alone.
     Single,
     /// One of three upstreams of an `[[aggregate]]`.
     Aggregate,
+    /// `[[upstream]]` alone once more: the control.
+    SingleAgain,
 }
+
+/// Every route, in the order of the first round.
+const ROUTES: [Route; 3] = [Route::Single, Route::Aggregate, Route::SingleAgain];
 
 impl Route {
     fn name(self) -> &'static str {
         match self {
             Route::Single => "one route",
             Route::Aggregate => "virtual server of 3",
+            Route::SingleAgain => "one route, again",
         }
     }
 
     fn tool(self) -> &'static str {
         match self {
+            Route::Single | Route::SingleAgain => "echo",
+            Route::Aggregate => "b__echo",
+        }
+    }
+
+    /// Names the run's files apart from the other route calling `echo`.
+    fn tag(self) -> &'static str {
+        match self {
             Route::Single => "echo",
             Route::Aggregate => "b__echo",
+            Route::SingleAgain => "echo-again",
         }
     }
 }
@@ -52,18 +70,14 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
         phases.push((format!("{n} in flight"), n, args.pipelined));
     }
     // results[route][phase] = one PhaseResult per round.
-    let mut results: [Vec<Vec<PhaseResult>>; 2] = [
-        vec![Vec::new(); phases.len()],
-        vec![Vec::new(); phases.len()],
-    ];
+    let mut results: [Vec<Vec<PhaseResult>>; 3] = Default::default();
+    for runs in &mut results {
+        *runs = vec![Vec::new(); phases.len()];
+    }
     for round in 0..args.rounds {
-        let order = if round % 2 == 0 {
-            [Route::Single, Route::Aggregate]
-        } else {
-            [Route::Aggregate, Route::Single]
-        };
-        for route in order {
-            let tag = format!("aggregate-{}-r{round}", route.tool());
+        for turn in 0..ROUTES.len() {
+            let route = ROUTES[(turn + round) % ROUTES.len()];
+            let tag = format!("aggregate-{}-r{round}", route.tag());
             let run = run_one(args, context, server, route, &tag, &phases)?;
             eprintln!(
                 "round {}/{} {:<20} p50 {:.1} µs seq",
@@ -83,7 +97,7 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
 fn markdown(
     args: &BenchArgs,
     phases: &[(String, usize, usize)],
-    results: &[Vec<Vec<PhaseResult>>; 2],
+    results: &[Vec<Vec<PhaseResult>>; 3],
 ) -> String {
     let mut out = String::from("\n## aggregate suite\n\n");
     let _ = writeln!(
@@ -94,7 +108,7 @@ fn markdown(
     );
     out.push_str("| phase | route | p50 µs | p99 µs | calls/s | proxy CPU/call µs |\n|---|---|---:|---:|---:|---:|\n");
     for (index, (phase, _, _)) in phases.iter().enumerate() {
-        for route in [Route::Single, Route::Aggregate] {
+        for route in ROUTES {
             let runs = &results[route as usize][index];
             let _ = writeln!(
                 out,
@@ -108,53 +122,53 @@ fn markdown(
         }
     }
     out.push_str(
-        "\nPaired per round (virtual server minus one route, the same round), against the \
-         spread of one route over the rounds:\n\n\
-         | phase | added p50 µs: median (min – max) | one route's p50 µs over rounds | \
-         added CPU/call µs: median (min – max) | one route's CPU/call µs over rounds |\n\
+        "\nPaired per round: the virtual server minus the one route of the same round, beside \
+         the control (the one route's second run minus its first), whose differences are the \
+         harness's noise:\n\n\
+         | phase | added p50 µs: median (min – max) | control p50 µs | \
+         added CPU/call µs: median (min – max) | control CPU/call µs |\n\
          |---|---|---|---|---|\n",
     );
     for (index, (phase, _, _)) in phases.iter().enumerate() {
-        let single = &results[Route::Single as usize][index];
-        let virtual_server = &results[Route::Aggregate as usize][index];
-        let added = |of: fn(&PhaseResult) -> f64| -> Vec<f64> {
-            single
-                .iter()
-                .zip(virtual_server)
-                .map(|(one, three)| of(three) - of(one))
-                .collect()
+        let added = |route: Route, of: fn(&PhaseResult) -> f64| -> Vec<f64> {
+            paired(
+                &results[Route::Single as usize][index],
+                &results[route as usize][index],
+                of,
+            )
         };
-        let own = |of: fn(&PhaseResult) -> f64| -> Vec<f64> { single.iter().map(of).collect() };
         let _ = writeln!(
             out,
             "| {phase} | {} | {} | {} | {} |",
-            spread(&added(|r| r.p50_us)),
-            range(&own(|r| r.p50_us)),
-            spread(&added(|r| r.root_cpu_us)),
-            range(&own(|r| r.root_cpu_us)),
+            spread(&added(Route::Aggregate, |r| r.p50_us)),
+            spread(&added(Route::SingleAgain, |r| r.p50_us)),
+            spread(&added(Route::Aggregate, |r| r.root_cpu_us)),
+            spread(&added(Route::SingleAgain, |r| r.root_cpu_us)),
         );
     }
     out
 }
 
-/// `median (min – max)` of per-round figures.
+/// `other`'s figure minus `base`'s, round by round.
+fn paired(base: &[PhaseResult], other: &[PhaseResult], of: fn(&PhaseResult) -> f64) -> Vec<f64> {
+    base.iter().zip(other).map(|(a, b)| of(b) - of(a)).collect()
+}
+
+/// `median (min – max; rounds above zero)` of per-round differences: with
+/// no difference at all, about half the rounds come out above zero.
 fn spread(values: &[f64]) -> String {
+    let above = values.iter().filter(|v| **v > 0.0).count();
     format!(
-        "{:+.1} ({})",
+        "{:+.1} ({}; {above}/{} above 0)",
         median(values.iter().copied()),
-        signed_range(values)
+        signed_range(values),
+        values.len()
     )
 }
 
 fn signed_range(values: &[f64]) -> String {
     let (low, high) = bounds(values);
     format!("{low:+.1} – {high:+.1}")
-}
-
-/// `min – max` of per-round figures.
-fn range(values: &[f64]) -> String {
-    let (low, high) = bounds(values);
-    format!("{low:.1} – {high:.1}")
 }
 
 fn bounds(values: &[f64]) -> (f64, f64) {
@@ -223,7 +237,9 @@ fn config_text(args: &BenchArgs, server: &Server, route: Route, audit: &std::pat
         .collect::<Vec<_>>()
         .join(", ");
     let upstreams = match route {
-        Route::Single => format!("[[upstream]]\nname = \"demo\"\ncommand = [{command}]\n"),
+        Route::Single | Route::SingleAgain => {
+            format!("[[upstream]]\nname = \"demo\"\ncommand = [{command}]\n")
+        }
         Route::Aggregate => {
             let mut text = String::new();
             for name in ["a", "b", "c"] {
