@@ -23,7 +23,7 @@ use crate::service::Service;
 use crate::setup::Decider;
 use crate::stats::median;
 use crate::suite_stdio::{run_one, Front};
-use crate::timed_guardian::StatsAt;
+use crate::timed_guardian::{ServiceTimes, StatsAt};
 
 /// What acs-proxy may add beyond the Guardian's service time, at p50.
 const TARGET_BEYOND_GUARDIAN_HTTP_US: f64 = 100.0;
@@ -166,15 +166,15 @@ fn markdown(
         String::from("\n## guardian suite: stdio → demo server, embedded vs remote Guardian\n\n");
     let _ = writeln!(
         md,
-        "| phase | path | p50 µs | p99 µs | calls/s | CPU/call proxy µs | Guardian POSTs/call | Guardian service/call µs | Guardian p50 per POST µs |"
+        "| phase | path | p50 µs | p99 µs | calls/s | CPU/call proxy µs | Guardian POSTs/call | Guardian service/call µs | Guardian process CPU/call µs | Guardian p50 per POST µs |"
     );
-    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (p, (phase, _, calls)) in phases.iter().enumerate() {
         for (path, title) in PATHS.iter().enumerate() {
             let med = |metric: fn(&crate::report::PhaseResult) -> f64| {
                 median(runs[path].iter().map(|r| metric(&r.phases[p])))
             };
-            let (posts, service, post_p50) = if path >= REMOTE_HTTP {
+            let (posts, service, process, post_p50) = if path >= REMOTE_HTTP {
                 (
                     format!(
                         "{:.2}",
@@ -182,9 +182,14 @@ fn markdown(
                     ),
                     format!(
                         "{:.1}",
-                        guardian_median(&runs[path], p, |t, _| t.total_ns as f64
-                            / 1000.0
-                            / *calls as f64)
+                        guardian_median(&runs[path], p, |t, _| per_call_us(t.total_ns, *calls))
+                    ),
+                    format!(
+                        "{:.1}",
+                        guardian_median(&runs[path], p, |t, _| per_call_us(
+                            t.process_cpu_ns,
+                            *calls
+                        ))
                     ),
                     format!(
                         "{:.1}",
@@ -192,11 +197,11 @@ fn markdown(
                     ),
                 )
             } else {
-                ("–".into(), "–".into(), "–".into())
+                ("–".into(), "–".into(), "–".into(), "–".into())
             };
             let _ = writeln!(
                 md,
-                "| {phase} | {title} | {:.1} | {:.1} | {:.0} | {} | {posts} | {service} | {post_p50} |",
+                "| {phase} | {title} | {:.1} | {:.1} | {:.0} | {} | {posts} | {service} | {process} | {post_p50} |",
                 med(|r| r.p50_us),
                 med(|r| r.p99_us),
                 med(|r| r.calls_per_s),
@@ -210,9 +215,9 @@ fn markdown(
     );
     let _ = writeln!(
         md,
-        "| phase | transport | added p50 remote − direct µs | Guardian service/call µs | added p50 beyond the Guardian µs | added p50 embedded − direct µs |"
+        "| phase | transport | added p50 remote − direct µs | Guardian service/call µs | added p50 beyond the Guardian µs | Guardian process CPU/call µs | added p50 beyond the Guardian process's CPU µs | added p50 embedded − direct µs |"
     );
-    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|");
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|");
     let mut sequential_beyond = [f64::NAN; 2];
     for (p, (phase, _, calls)) in phases.iter().enumerate() {
         let paired = |path: usize| {
@@ -227,23 +232,26 @@ fn markdown(
             .into_iter()
             .enumerate()
         {
-            let beyond = median(runs[path].iter().zip(&runs[0]).map(|(r, d)| {
-                let service = r
-                    .guardian
-                    .get(p)
-                    .map_or(0.0, |t| t.total_ns as f64 / 1000.0 / *calls as f64);
-                r.phases[p].p50_us - d.phases[p].p50_us - service
-            }));
+            let beyond_guardian = |of: fn(&ServiceTimes) -> u64| {
+                median(runs[path].iter().zip(&runs[0]).map(|(r, d)| {
+                    let guardian = r
+                        .guardian
+                        .get(p)
+                        .map_or(0.0, |t| per_call_us(of(t), *calls));
+                    r.phases[p].p50_us - d.phases[p].p50_us - guardian
+                }))
+            };
+            let beyond = beyond_guardian(|t| t.total_ns);
+            let beyond_process = beyond_guardian(|t| t.process_cpu_ns);
             if p == 0 {
                 sequential_beyond[slot] = beyond;
             }
             let _ = writeln!(
                 md,
-                "| {phase} | {transport} | {:.1} | {:.1} | {beyond:.1} | {:.1} |",
+                "| {phase} | {transport} | {:.1} | {:.1} | {beyond:.1} | {:.1} | {beyond_process:.1} | {:.1} |",
                 paired(path),
-                guardian_median(&runs[path], p, |t, _| t.total_ns as f64
-                    / 1000.0
-                    / *calls as f64),
+                guardian_median(&runs[path], p, |t, _| per_call_us(t.total_ns, *calls)),
+                guardian_median(&runs[path], p, |t, _| per_call_us(t.process_cpu_ns, *calls)),
                 paired(1),
             );
         }
@@ -270,17 +278,23 @@ fn markdown(
         "\n- parameters: {} rounds; per run: {} warm-up calls, {} sequential calls, {} calls at each of {:?} in flight; \
          proxy: tools_call = \"both\", inventory on, audit fsync = \"batch\"; embedded: {} rules; remote: \
          `[guardian] batch = true` (both hooks of a call in one request, over HTTP or stdio), HMAC-SHA256 signing both ways; \
-         Guardian service time = its `Guardian::handle` (verify, chain, decide, sign) per POST, timed on its side",
+         Guardian service time = its `Guardian::handle` (verify, chain, decide, sign) per POST, timed on its side; \
+         Guardian process CPU = all its threads' CPU over the phase (service, transport, wake-ups)",
         args.rounds, args.warmup, args.sequential, args.pipelined, args.in_flight, args.rules,
     );
     md
+}
+
+/// `nanoseconds` over a phase of `calls`, in µs per call.
+fn per_call_us(nanoseconds: u64, calls: usize) -> f64 {
+    nanoseconds as f64 / 1000.0 / calls as f64
 }
 
 /// Median over rounds of `metric` of the Guardian's times in phase `p`.
 fn guardian_median(
     runs: &[RunResult],
     p: usize,
-    metric: impl Fn(&crate::timed_guardian::ServiceTimes, usize) -> f64,
+    metric: impl Fn(&ServiceTimes, usize) -> f64,
 ) -> f64 {
     median(
         runs.iter()

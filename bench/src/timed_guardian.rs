@@ -6,7 +6,10 @@
 //! `GET /stats` on the HTTP listener (also opened in stdio mode, for this
 //! alone) returns those times since the previous `GET /stats` and starts a
 //! new window, so the remote-Guardian suite can subtract the Guardian's own
-//! time from the proxy's.
+//! time from the proxy's. It also returns the CPU the whole Guardian
+//! process spent in the window: its transport (HTTP server or frames,
+//! wake-ups) beside the timed service, which on a shared core sits on
+//! every call's path as well.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -39,12 +42,17 @@ pub struct ServiceTimes {
     pub p99_ns: u64,
     /// Sum over the window.
     pub total_ns: u64,
+    /// CPU (user + system) of the Guardian process over the window.
+    #[serde(default)]
+    pub process_cpu_ns: u64,
 }
 
 /// The Guardian and the service times of the current window.
 struct Timed {
     guardian: Guardian,
     times: Mutex<Vec<u64>>,
+    /// The process's CPU time when the window began.
+    cpu_at_start: Mutex<u64>,
 }
 
 /// Serves on `addr` (or, with `stdio`, on stdin/stdout, with `addr` for
@@ -71,6 +79,7 @@ pub fn serve(
             verbose: false,
         }),
         times: Mutex::new(Vec::with_capacity(1 << 20)),
+        cpu_at_start: Mutex::new(crate::procfs::cpu_ns(std::process::id())),
     });
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -172,11 +181,17 @@ fn stats(timed: &Timed) -> Response<Full<Bytes>> {
         Err(_) => Vec::new(),
     };
     window.sort_unstable();
+    let cpu_now = crate::procfs::cpu_ns(std::process::id());
+    let process_cpu_ns = match timed.cpu_at_start.lock() {
+        Ok(mut start) => cpu_now.saturating_sub(std::mem::replace(&mut *start, cpu_now)),
+        Err(_) => 0,
+    };
     let times = ServiceTimes {
         requests: window.len() as u64,
         p50_ns: percentile(&window, 50.0),
         p99_ns: percentile(&window, 99.0),
         total_ns: window.iter().sum(),
+        process_cpu_ns,
     };
     let body = serde_json::to_vec(&times).unwrap_or_default();
     reply(StatusCode::OK, Bytes::from(body))
