@@ -28,32 +28,63 @@ pub fn locate_members<const N: usize>(
         return only_whitespace_after(bytes, at + 1).then_some(found);
     }
     loop {
-        if bytes.get(at) != Some(&b'"') {
-            return None;
-        }
-        let key_end = string_end(bytes, at + 1)?;
-        let key = bytes.get(at + 1..key_end - 1)?;
-        if key.contains(&b'\\') {
-            return None;
-        }
-        at = skip_whitespace(bytes, key_end);
-        if bytes.get(at) != Some(&b':') {
-            return None;
-        }
-        let value_start = skip_whitespace(bytes, at + 1);
-        let value_end = value_end(bytes, value_start)?;
+        let (key, value) = member_at(bytes, at)?;
         if let Some(slot) = names.iter().position(|name| name.as_bytes() == key) {
-            if found[slot].replace(value_start..value_end).is_some() {
+            if found[slot].replace(value.clone()).is_some() {
                 return None;
             }
         }
-        at = skip_whitespace(bytes, value_end);
+        at = skip_whitespace(bytes, value.end);
         match bytes.get(at) {
             Some(b',') => at = skip_whitespace(bytes, at + 1),
             Some(b'}') => return only_whitespace_after(bytes, at + 1).then_some(found),
             _ => return None,
         }
     }
+}
+
+/// Where the value of the member `name` sits in the JSON object `bytes`
+/// starts with, walking its members only as far as that one: nothing
+/// after it is looked at, so this is for text the proxy wrote itself (in
+/// canonical JSON, `id` leads a JSON-RPC request). `None` when the walk
+/// meets anything else first: not an object, an escaped name, its end.
+pub fn leading_member(bytes: &[u8], name: &str) -> Option<Range<usize>> {
+    let mut at = skip_whitespace(bytes, 0);
+    if bytes.get(at) != Some(&b'{') {
+        return None;
+    }
+    at = skip_whitespace(bytes, at + 1);
+    loop {
+        let (key, value) = member_at(bytes, at)?;
+        if key == name.as_bytes() {
+            return Some(value);
+        }
+        at = skip_whitespace(bytes, value.end);
+        if bytes.get(at) != Some(&b',') {
+            return None;
+        }
+        at = skip_whitespace(bytes, at + 1);
+    }
+}
+
+/// The unescaped name and the value's place of the member (`"name": value`)
+/// that starts at `at`; `None` for anything else, or an escaped name.
+fn member_at(bytes: &[u8], at: usize) -> Option<(&[u8], Range<usize>)> {
+    if bytes.get(at) != Some(&b'"') {
+        return None;
+    }
+    let key_end = string_end(bytes, at + 1)?;
+    let key = bytes.get(at + 1..key_end - 1)?;
+    if key.contains(&b'\\') {
+        return None;
+    }
+    let colon = skip_whitespace(bytes, key_end);
+    if bytes.get(colon) != Some(&b':') {
+        return None;
+    }
+    let value_start = skip_whitespace(bytes, colon + 1);
+    let value_end = value_end(bytes, value_start)?;
+    Some((key, value_start..value_end))
 }
 
 /// Just past the value that starts at `at`.
@@ -127,6 +158,21 @@ mod tests {
         let [id] = locate_members(br#"{"id":-1.5e3,"a":[]}"#, ["id"]).unwrap();
         assert_eq!(id, Some(6..12));
         assert_eq!(locate_members(b"{}", ["id"]), Some([None]));
+    }
+
+    #[test]
+    fn a_leading_member_is_found_without_reading_past_it() {
+        let text = r#" {"params":{"id":"inner"},"id" : "outer", "then": [unclosed"#;
+        let at = leading_member(text.as_bytes(), "id").unwrap();
+        assert_eq!(&text[at], r#""outer""#);
+        for text in [
+            r#"{"a":1}"#,
+            r#"{"\u0069d":1}"#,
+            r#"[{"id":1}]"#,
+            r#"{"a":1 "id":2}"#,
+        ] {
+            assert_eq!(leading_member(text.as_bytes(), "id"), None, "{text}");
+        }
     }
 
     #[test]

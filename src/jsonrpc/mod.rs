@@ -17,7 +17,7 @@ mod strict;
 
 pub use direction::Direction;
 pub use error::{codes, error_response};
-pub use members::locate_members;
+pub use members::{leading_member, locate_members};
 pub use message::{
     peek_frame, peek_frame_within, Frame, Message, MessageKind, PeekError, RequestId,
 };

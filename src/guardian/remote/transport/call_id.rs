@@ -1,13 +1,16 @@
 //! JSON-RPC ids peeked out of request and reply bodies, for matching
 //! replies to calls on a pipelined stream.
 //!
-//! Only the `id` members are parsed; every other value is skipped without
-//! being built, so a peek costs one scan of the body.
+//! A request is the proxy's own canonical JSON, where `id` is the first
+//! member of each object, so its id is read by walking no further than
+//! that member. A reply is read by serde, which parses only the `id`
+//! members and skips every other value without building it.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::error::TransportError;
+use crate::jsonrpc::leading_member;
 
 /// Whether a body is one JSON-RPC object or a batch array. A single reply
 /// never answers a batch call and vice versa, so the two are keyed apart.
@@ -57,6 +60,9 @@ struct IdOnly<'a> {
 /// The shape of a request and the id its reply will carry: the object's
 /// id, or for a batch the first element's id.
 pub(crate) fn request_key(body: &[u8]) -> Result<(Shape, CallId), TransportError> {
+    if let Some(key) = leading_key(body) {
+        return Ok(key);
+    }
     let ids = peek(body).ok_or(TransportError::Unroutable(
         "the body is not a JSON-RPC request",
     ))?;
@@ -80,22 +86,38 @@ pub(crate) fn reply_ids(body: &[u8]) -> Option<ReplyIds> {
     peek(body)
 }
 
+/// The key of a request whose (first) object leads with its id, as the
+/// proxy writes them; `None` sends the request to the full peek.
+fn leading_key(body: &[u8]) -> Option<(Shape, CallId)> {
+    let start = body.iter().position(|b| !b.is_ascii_whitespace())?;
+    let (shape, object) = match body[start] {
+        b'[' => (Shape::Batch, body.get(start + 1..)?),
+        _ => (Shape::Single, body),
+    };
+    let at = leading_member(object, "id")?;
+    let id = normalise(Some(std::str::from_utf8(object.get(at)?).ok()?))?;
+    Some((shape, id))
+}
+
 fn peek(body: &[u8]) -> Option<ReplyIds> {
     let first = body.iter().find(|b| !b.is_ascii_whitespace())?;
     if *first == b'[' {
         let elements: Vec<IdOnly<'_>> = serde_json::from_slice(body).ok()?;
         Some(ReplyIds::Batch(
-            elements.iter().map(|e| normalise(e.id)).collect(),
+            elements
+                .iter()
+                .map(|e| normalise(e.id.map(RawValue::get)))
+                .collect(),
         ))
     } else {
         let object: IdOnly<'_> = serde_json::from_slice(body).ok()?;
-        Some(ReplyIds::Single(normalise(object.id)))
+        Some(ReplyIds::Single(normalise(object.id.map(RawValue::get))))
     }
 }
 
 /// Strings and numbers are valid ids; null and anything else match nothing.
-fn normalise(raw: Option<&RawValue>) -> Option<CallId> {
-    let text = raw?.get().trim();
+fn normalise(text: Option<&str>) -> Option<CallId> {
+    let text = text?.trim();
     match text.as_bytes().first()? {
         b'"' => serde_json::from_str(text).ok().map(CallId::String),
         b'-' | b'0'..=b'9' => Some(CallId::Number(text.to_owned())),
@@ -159,6 +181,25 @@ mod tests {
             ids,
             ReplyIds::Batch(vec![Some(number("2")), None, Some(number("1"))])
         );
+    }
+
+    #[test]
+    fn a_request_the_walk_cannot_read_is_peeked_in_full() {
+        let escaped = request_key(br#"{"\u0069d":5,"method":"m"}"#);
+        assert_eq!(escaped.unwrap(), (Shape::Single, number("5")));
+        let null_first = request_key(br#"[{"id":null},{"id":2}]"#);
+        assert!(matches!(null_first, Err(TransportError::Unroutable(_))));
+    }
+
+    #[test]
+    fn ids_are_found_past_nested_members_that_look_like_them() {
+        let body = br#"{"params":{"id":"inner","hooks":[{"id":9}]},"method":"m","id":"outer"}"#;
+        assert_eq!(
+            request_key(body).unwrap(),
+            (Shape::Single, CallId::String("outer".into()))
+        );
+        let batch = br#"[{"params":{"id":0},"id":3},{"id":4}]"#;
+        assert_eq!(request_key(batch).unwrap(), (Shape::Batch, number("3")));
     }
 
     #[test]
