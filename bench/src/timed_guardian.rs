@@ -85,22 +85,23 @@ pub fn serve(
         .enable_all()
         .build()
         .map_err(|e| format!("runtime: {e}"))?;
-    runtime.block_on(async {
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("bind {addr}: {e}"))?;
-        let bound = listener.local_addr().map_err(|e| format!("{e}"))?;
-        std::fs::write(addr_file, bound.to_string())
-            .map_err(|e| format!("{}: {e}", addr_file.display()))?;
-        let http = accept(listener, timed.clone());
-        if stdio {
-            tokio::spawn(http);
-            serve_stdio(&timed).await
-        } else {
-            http.await;
-            Ok(())
-        }
-    })
+    let listener = runtime
+        .block_on(TcpListener::bind(addr))
+        .map_err(|e| format!("bind {addr}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| format!("{e}"))?;
+    std::fs::write(addr_file, bound.to_string())
+        .map_err(|e| format!("{}: {e}", addr_file.display()))?;
+    let http = accept(listener, timed.clone());
+    if !stdio {
+        runtime.block_on(http);
+        return Ok(());
+    }
+    // The frames are served by a plain loop on this thread, as a Guardian
+    // serving one pipe would: tokio's stdin and stdout hand every read and
+    // write to a blocking-pool thread, wake-ups the proxy's figure would be
+    // charged with. `/stats` is served from a thread of its own.
+    std::thread::spawn(move || runtime.block_on(http));
+    serve_stdio(&timed)
 }
 
 async fn accept(listener: TcpListener, timed: Arc<Timed>) {
@@ -119,24 +120,31 @@ async fn accept(listener: TcpListener, timed: Arc<Timed>) {
     }
 }
 
-/// Answers Content-Length frames on stdin, in order, until stdin closes.
-async fn serve_stdio(timed: &Timed) -> Result<(), String> {
-    use tokio::io::AsyncWriteExt as _;
-    let mut input = tokio::io::BufReader::new(tokio::io::stdin());
-    let mut output = tokio::io::stdout();
-    while let Some(body) = acs_test_guardian::stdio::read_frame(&mut input)
-        .await
+/// Answers Content-Length frames on stdin, in order, until stdin closes;
+/// each reply goes out in one write.
+fn serve_stdio(timed: &Timed) -> Result<(), String> {
+    use std::io::Write as _;
+    use std::os::fd::AsFd as _;
+    let mut input = std::io::stdin().lock();
+    // A duplicate of stdout as a plain file: unbuffered, so a frame is one
+    // write, where `Stdout` would split it at the header's line end.
+    let mut output = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .map_err(|e| format!("stdout: {e}"))?;
+    let mut frame = Vec::new();
+    while let Some(body) = acs_test_guardian::stdio::read_frame_blocking(&mut input)
         .map_err(|e| format!("stdin: {e}"))?
     {
         let Reply::Send(bytes) = timed.time(&body) else {
             continue;
         };
-        let header = format!("Content-Length: {}\r\n\r\n", bytes.len());
+        frame.clear();
+        let _ = write!(frame, "Content-Length: {}\r\n\r\n", bytes.len());
+        frame.extend_from_slice(&bytes);
         output
-            .write_all(header.as_bytes())
-            .await
-            .and(output.write_all(&bytes).await)
-            .and(output.flush().await)
+            .write_all(&frame)
             .map_err(|e| format!("stdout: {e}"))?;
     }
     Ok(())

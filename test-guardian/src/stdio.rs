@@ -130,9 +130,8 @@ pub async fn read_frame<R>(input: &mut R) -> anyhow::Result<Option<Vec<u8>>>
 where
     R: AsyncBufRead + Unpin,
 {
-    let mut length = None;
+    let mut header = FrameHeader::default();
     let mut line = String::new();
-    let mut seen_header = false;
     loop {
         line.clear();
         let read = input
@@ -140,20 +139,63 @@ where
             .await
             .context("reading a frame header")?;
         if read == 0 {
-            if seen_header {
-                bail!("EOF inside a frame header");
-            }
-            return Ok(None);
+            return header.at_eof();
         }
-        let text = line.trim_end_matches(['\r', '\n']);
-        if text.is_empty() {
-            if !seen_header {
-                // Tolerate blank lines between frames.
-                continue;
-            }
+        if header.take(&line)? {
             break;
         }
-        seen_header = true;
+    }
+    let mut body = vec![0; header.body_length()?];
+    input
+        .read_exact(&mut body)
+        .await
+        .context("EOF inside a frame body")?;
+    Ok(Some(body))
+}
+
+/// [`read_frame`] from a blocking reader, for a Guardian that serves one
+/// pipe from one thread.
+pub fn read_frame_blocking<R>(input: &mut R) -> anyhow::Result<Option<Vec<u8>>>
+where
+    R: std::io::BufRead,
+{
+    let mut header = FrameHeader::default();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let read = input
+            .read_line(&mut line)
+            .context("reading a frame header")?;
+        if read == 0 {
+            return header.at_eof();
+        }
+        if header.take(&line)? {
+            break;
+        }
+    }
+    let mut body = vec![0; header.body_length()?];
+    input
+        .read_exact(&mut body)
+        .context("EOF inside a frame body")?;
+    Ok(Some(body))
+}
+
+/// What the header lines of one frame have said so far.
+#[derive(Default)]
+struct FrameHeader {
+    length: Option<usize>,
+    seen: bool,
+}
+
+impl FrameHeader {
+    /// Takes one header line; `true` once the empty line ends the header.
+    /// Empty lines before any header are tolerated between frames.
+    fn take(&mut self, line: &str) -> anyhow::Result<bool> {
+        let text = line.trim_end_matches(['\r', '\n']);
+        if text.is_empty() {
+            return Ok(self.seen);
+        }
+        self.seen = true;
         let Some((name, value)) = text.split_once(':') else {
             bail!("malformed frame header line {text:?}");
         };
@@ -162,21 +204,30 @@ where
             let parsed: usize = value
                 .parse()
                 .with_context(|| format!("bad Content-Length {value:?}"))?;
-            length = Some(parsed);
+            self.length = Some(parsed);
         }
+        Ok(false)
     }
-    let Some(length) = length else {
-        bail!("frame without a Content-Length header");
-    };
-    if length > MAX_FRAME_BYTES {
-        bail!("frame of {length} bytes is over the {MAX_FRAME_BYTES}-byte limit");
+
+    /// The input ended: between frames that is the end, inside a header
+    /// an error.
+    fn at_eof(&self) -> anyhow::Result<Option<Vec<u8>>> {
+        if self.seen {
+            bail!("EOF inside a frame header");
+        }
+        Ok(None)
     }
-    let mut body = vec![0; length];
-    input
-        .read_exact(&mut body)
-        .await
-        .context("EOF inside a frame body")?;
-    Ok(Some(body))
+
+    /// The body's length, once the header has ended.
+    fn body_length(&self) -> anyhow::Result<usize> {
+        let Some(length) = self.length else {
+            bail!("frame without a Content-Length header");
+        };
+        if length > MAX_FRAME_BYTES {
+            bail!("frame of {length} bytes is over the {MAX_FRAME_BYTES}-byte limit");
+        }
+        Ok(length)
+    }
 }
 
 #[cfg(test)]
@@ -262,5 +313,24 @@ mod tests {
         assert!(read_frame(&mut no_length).await.is_err());
         let mut short = BufReader::new(&b"Content-Length: 10\r\n\r\n{}"[..]);
         assert!(read_frame(&mut short).await.is_err());
+    }
+
+    #[test]
+    fn the_blocking_reader_reads_the_same_frames() {
+        let text = b"\r\ncontent-length: 2\nX-Other: 1\r\n\r\n{}Content-Length: 3\r\n\r\n[1]";
+        let mut input = &text[..];
+        assert_eq!(
+            read_frame_blocking(&mut input).unwrap(),
+            Some(b"{}".to_vec())
+        );
+        assert_eq!(
+            read_frame_blocking(&mut input).unwrap(),
+            Some(b"[1]".to_vec())
+        );
+        assert_eq!(read_frame_blocking(&mut input).unwrap(), None);
+        let mut inside_header = &b"Content-Length: 2\r\n"[..];
+        assert!(read_frame_blocking(&mut inside_header).is_err());
+        let mut short = &b"Content-Length: 10\r\n\r\n{}"[..];
+        assert!(read_frame_blocking(&mut short).is_err());
     }
 }
