@@ -418,6 +418,11 @@ impl Session {
         !self.started.swap(true, Ordering::AcqRel)
     }
 
+    /// Whether [`Session::begin`] has been called.
+    pub fn has_begun(&self) -> bool {
+        self.started.load(Ordering::Acquire)
+    }
+
     /// `true` exactly once: for the caller that ends the session.
     pub fn finish(&self) -> bool {
         !self.finished.swap(true, Ordering::AcqRel)

@@ -39,6 +39,11 @@ pub async fn start_once(session: &Session, first: &Frame) {
     }
 }
 
+/// Whether the session's start is behind it: begun, and recorded.
+pub fn started(session: &Session) -> bool {
+    session.has_begun() && session.learned().unrecorded_start.is_none()
+}
+
 /// Records a session start the audit log refused earlier, if any. An
 /// error means it is still unrecorded.
 pub async fn record_unrecorded_start(session: &Session) -> Result<(), AuditError> {

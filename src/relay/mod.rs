@@ -1,6 +1,7 @@
 //! The relay: one session's two pumps, from start to an orderly end.
 //!
 //! - [`pump`]: read → decide → release, per direction, in arrival order.
+//! - [`intake`]: a pump's intake shared with the sender of its frames.
 //! - [`frame`]: a single message, or a batch decided element by element.
 //! - [`flow`]: what each kind of message goes through.
 //! - [`stages`]: which hooks a message passes through.
@@ -26,6 +27,7 @@ pub mod decide;
 pub mod delivery;
 pub mod flow;
 pub mod frame;
+pub mod intake;
 pub mod integrity;
 pub mod inventory;
 pub mod lifecycle;

@@ -15,16 +15,21 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 
 use super::decide::{self, MessageContext};
 use super::delivery::{Delivery, Outcome};
 use super::frame;
+use super::intake::{FrameIntake, SharedIntake};
 use super::{inventory, lifecycle};
 use crate::enforce::Action;
 use crate::guardian::Decision;
-use crate::jsonrpc::{codes, error_response, peek_frame_within, Frame, MessageKind, PeekError};
+use crate::jsonrpc::{
+    codes, error_response, peek_frame_within, Frame, Message, MessageKind, PeekError,
+};
 use crate::metrics::METRICS;
 use crate::session::{Direction, Session, Writers};
 use crate::telemetry::Carrier;
@@ -44,20 +49,93 @@ pub async fn run<S>(session: Arc<Session>, direction: Direction, mut frames: S)
 where
     S: Stream<Item = std::io::Result<LineFrame>> + Unpin,
 {
-    let (queue, pending) = mpsc::channel(session.config.limits.max_in_flight);
-    let releaser = tokio::spawn(release(pending, session.writers.clone(), direction));
-    let mut spare = None;
+    let mut intake = intake(session, direction);
     loop {
         let item = match frames.next().now_or_never() {
             Some(item) => item,
             None => {
-                // Idle: an idle session keeps no decision's memory.
-                spare = None;
+                intake.idle();
                 frames.next().await
             }
         };
         let Some(item) = item else { break };
-        let max_depth = session.config.limits.max_json_depth;
+        if !intake.take(item).await {
+            break;
+        }
+    }
+    intake.finish().await;
+}
+
+/// Like [`run`], with the intake in `shared`, so the task that sends the
+/// frames may also take one itself ([`SharedIntake::take_now`]) when
+/// nothing is ahead of it, instead of waking this one.
+///
+/// The intake keeps the memory of its last decision while the session
+/// lives: the frames it takes in the sender's task are not seen here, so
+/// this loop cannot tell when the session is idle.
+pub async fn run_shared<S>(
+    session: Arc<Session>,
+    direction: Direction,
+    mut frames: S,
+    shared: Arc<SharedIntake>,
+) where
+    S: Stream<Item = std::io::Result<LineFrame>> + Unpin,
+{
+    shared.open(Box::new(intake(session, direction))).await;
+    while let Some(item) = frames.next().await {
+        if !shared.take_queued(item).await {
+            break;
+        }
+    }
+    // What is sent from now on fails to send, rather than waiting unread.
+    drop(frames);
+    if let Some(intake) = shared.close().await {
+        intake.finish().await;
+    }
+}
+
+/// One direction's intake: each frame read is peeked, its decision
+/// started, and its slot queued for the releaser, which writes slots in
+/// the order they were taken.
+struct Intake<F> {
+    session: Arc<Session>,
+    direction: Direction,
+    queue: mpsc::Sender<Queued>,
+    releaser: JoinHandle<()>,
+    /// A completed decision's allocation, ready for the next: a
+    /// decision's future is several kilobytes, and allocating one per
+    /// message (from the allocator's slow path for blocks that size) cost
+    /// more than most of what it decides.
+    spare: Option<Pin<Box<F>>>,
+    /// [`decide`], as a function pointer, so `F` names its future.
+    decide: fn(Undecided) -> F,
+}
+
+/// The intake of `session`'s `direction`, with its releaser running.
+fn intake(
+    session: Arc<Session>,
+    direction: Direction,
+) -> Intake<impl Future<Output = ()> + Send + 'static> {
+    let (queue, pending) = mpsc::channel(session.config.limits.max_in_flight);
+    let releaser = tokio::spawn(release(pending, session.writers.clone(), direction));
+    Intake {
+        session,
+        direction,
+        queue,
+        releaser,
+        spare: None,
+        decide,
+    }
+}
+
+impl<F> Intake<F>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    /// Takes one frame read from the peer; `false` once the pump should
+    /// stop (the peer failed, or the release queue is gone).
+    async fn take(&mut self, item: std::io::Result<LineFrame>) -> bool {
+        let max_depth = self.session.config.limits.max_json_depth;
         let (frame, carrier) = match item {
             Ok(LineFrame::Line(bytes)) => (peek_frame_within(bytes, max_depth), None),
             Ok(LineFrame::Traced { line, carrier }) => {
@@ -65,82 +143,140 @@ where
             }
             Ok(LineFrame::Peeked(message)) => (Ok(Frame::Single(*message)), None),
             Ok(LineFrame::TooLong) => {
-                Box::pin(refuse_oversized(&session, direction, &queue)).await;
-                continue;
+                Box::pin(refuse_oversized(&self.session, self.direction, &self.queue)).await;
+                return true;
             }
             Err(err) => {
-                tracing::warn!(%err, direction = direction.as_str(), "reading from the peer failed");
-                break;
+                let direction = self.direction.as_str();
+                tracing::warn!(%err, direction, "reading from the peer failed");
+                return false;
             }
         };
-        let decider = Decider {
-            spare: &mut spare,
-            decide,
-        };
-        if !relay_frame(&session, direction, frame, carrier, &queue, decider).await {
-            break;
-        }
+        self.relay(frame, carrier).await
     }
-    drop(queue);
-    if let Err(err) = releaser.await {
-        tracing::error!(%err, "the release task failed");
-    }
-}
 
-/// Handles one peeked frame; `false` when the release queue is gone.
-///
-/// What runs once per session or for bad input only (the session start,
-/// the inventory snapshot, a refusal) is boxed: this future is part of
-/// every session's pump, idle ones too, and would otherwise be as large as
-/// the largest of them.
-async fn relay_frame<F>(
-    session: &Arc<Session>,
-    direction: Direction,
-    peeked: Result<Frame, PeekError>,
-    carrier: Option<Carrier>,
-    queue: &mpsc::Sender<Queued>,
-    decider: Decider<'_, F>,
-) -> bool
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    let frame = match peeked {
-        Ok(frame) => frame,
-        Err(err) => return Box::pin(refuse_malformed(session, direction, err, queue)).await,
-    };
-    if direction == Direction::ClientToServer {
-        lifecycle::start_once(session, &frame).await;
+    /// Takes a request its sender already peeked without waiting, when
+    /// nothing would make it wait here: the session has started and the
+    /// release queue has room. Gives it back otherwise, to be taken in
+    /// order by [`Intake::take`].
+    fn take_request_now(&mut self, message: Box<Message>) -> Result<(), Box<Message>> {
+        if message.kind != MessageKind::Request || !lifecycle::started(&self.session) {
+            return Err(message);
+        }
+        if self.queue.capacity() == 0 || self.queue.is_closed() {
+            return Err(message);
+        }
+        let slot = self.start_deciding(Frame::Single(*message), None);
+        // Only this intake sends on the queue, so the room seen above is
+        // still there; it fails only if the releaser has ended since, and
+        // then nothing is released any more.
+        let _ = self.queue.try_send(Queued::Slot(slot));
+        Ok(())
     }
-    if let Frame::Single(message) = &frame {
-        if message.kind == MessageKind::Response {
-            if let Some(id) = &message.id {
-                let ours = session.proxy_requests_to_sender(direction);
-                if ours.complete(id, message.bytes.clone()) {
-                    return true;
+
+    /// Handles one peeked frame; `false` when the release queue is gone.
+    ///
+    /// What runs once per session or for bad input only (the session
+    /// start, the inventory snapshot, a refusal) is boxed: this future is
+    /// part of every session's pump, idle ones too, and would otherwise be
+    /// as large as the largest of them.
+    async fn relay(&mut self, peeked: Result<Frame, PeekError>, carrier: Option<Carrier>) -> bool {
+        let (session, direction) = (&self.session, self.direction);
+        let frame = match peeked {
+            Ok(frame) => frame,
+            Err(err) => {
+                return Box::pin(refuse_malformed(session, direction, err, &self.queue)).await
+            }
+        };
+        if direction == Direction::ClientToServer {
+            lifecycle::start_once(session, &frame).await;
+        }
+        if let Frame::Single(message) = &frame {
+            if message.kind == MessageKind::Response {
+                if let Some(id) = &message.id {
+                    let ours = session.proxy_requests_to_sender(direction);
+                    if ours.complete(id, message.bytes.clone()) {
+                        return true;
+                    }
                 }
             }
         }
-    }
-    let initialized = direction == Direction::ClientToServer
-        && matches!(&frame, Frame::Single(m) if m.method() == "notifications/initialized");
-    let (slot, rx) = oneshot::channel();
-    decider.start(Undecided {
-        session: session.clone(),
-        direction,
-        frame,
-        carrier,
-        slot,
-    });
-    if queue.send(Queued::Slot(rx)).await.is_err() {
-        return false;
-    }
-    if initialized && session.config.hooks.inventory {
-        if !barrier(queue).await {
+        let initialized = direction == Direction::ClientToServer
+            && matches!(&frame, Frame::Single(m) if m.method() == "notifications/initialized");
+        let slot = self.start_deciding(frame, carrier);
+        if self.queue.send(Queued::Slot(slot)).await.is_err() {
             return false;
         }
-        Box::pin(inventory::take_snapshot(session)).await;
+        if initialized && self.session.config.hooks.inventory {
+            if !barrier(&self.queue).await {
+                return false;
+            }
+            Box::pin(inventory::take_snapshot(&self.session)).await;
+        }
+        true
     }
-    true
+
+    /// Starts deciding a frame: inline while it does not need to wait, in
+    /// its own task as soon as it does. Its deliveries arrive on the slot
+    /// returned.
+    fn start_deciding(
+        &mut self,
+        frame: Frame,
+        carrier: Option<Carrier>,
+    ) -> oneshot::Receiver<Outcome> {
+        let (slot, rx) = oneshot::channel();
+        let future = (self.decide)(Undecided {
+            session: self.session.clone(),
+            direction: self.direction,
+            frame,
+            carrier,
+            slot,
+        });
+        let mut decision = match self.spare.take() {
+            Some(mut completed) => {
+                completed.as_mut().set(future);
+                completed
+            }
+            None => Box::pin(future),
+        };
+        let waker = futures_util::task::noop_waker();
+        if decision.as_mut().poll(&mut Context::from_waker(&waker)) == Poll::Pending {
+            tokio::spawn(decision);
+        } else {
+            self.spare = Some(decision);
+        }
+        rx
+    }
+
+    /// The peer is idle: an idle session keeps no decision's memory.
+    fn idle(&mut self) {
+        self.spare = None;
+    }
+
+    /// Returns once everything taken has been released.
+    async fn finish(self) {
+        drop(self.queue);
+        if let Err(err) = self.releaser.await {
+            tracing::error!(%err, "the release task failed");
+        }
+    }
+}
+
+impl<F> FrameIntake for Intake<F>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    fn take(&mut self, item: std::io::Result<LineFrame>) -> BoxFuture<'_, bool> {
+        Intake::take(self, item).boxed()
+    }
+
+    fn take_request_now(&mut self, message: Box<Message>) -> Result<(), Box<Message>> {
+        Intake::take_request_now(self, message)
+    }
+
+    fn finish(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Intake::finish(*self).boxed()
+    }
 }
 
 /// A frame to decide, with what its decision needs.
@@ -172,41 +308,6 @@ async fn decide(undecided: Undecided) {
             let _ = slot.send(Outcome::Deliver(deliveries));
         }
         None => write(&writers, direction, deliveries).await,
-    }
-}
-
-/// Starts decisions, reusing the memory of the last one that completed
-/// while messages keep coming: a decision's future is several kilobytes,
-/// and allocating one per message (from the allocator's slow path for
-/// blocks that size) cost more than most of what it decides.
-struct Decider<'a, F> {
-    /// A completed decision's allocation, ready for the next.
-    spare: &'a mut Option<Pin<Box<F>>>,
-    /// [`decide`], as a function pointer, so `F` names its future.
-    decide: fn(Undecided) -> F,
-}
-
-impl<F> Decider<'_, F>
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    /// Starts deciding a frame: inline while it does not need to wait, in
-    /// its own task as soon as it does.
-    fn start(self, undecided: Undecided) {
-        let future = (self.decide)(undecided);
-        let mut decision = match self.spare.take() {
-            Some(mut completed) => {
-                completed.as_mut().set(future);
-                completed
-            }
-            None => Box::pin(future),
-        };
-        let waker = futures_util::task::noop_waker();
-        if decision.as_mut().poll(&mut Context::from_waker(&waker)) == Poll::Pending {
-            tokio::spawn(decision);
-        } else {
-            *self.spare = Some(decision);
-        }
     }
 }
 

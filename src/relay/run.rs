@@ -5,10 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::decide::{self, MessageContext};
+use super::intake::SharedIntake;
 use super::{inventory, lifecycle, pump};
 use crate::audit::AuditLog;
 use crate::config::{Config, UpstreamConfig};
@@ -52,6 +54,9 @@ pub struct SessionContext {
     pub requests: Arc<RequestBudget>,
     /// The virtual server the session is one upstream of, when it is.
     pub virtual_route: Option<Arc<VirtualRoute>>,
+    /// Where the client-side intake is shared with the sender of the
+    /// client's frames, which may then take a frame itself.
+    pub client_intake: Option<Arc<SharedIntake>>,
 }
 
 /// Runs one session until either side closes or `stop` fires.
@@ -95,11 +100,20 @@ pub async fn run_session(
         .sessions_active
         .with_label_values(&[context.upstream.name.as_str()]);
     active.inc();
-    let mut client_pump = tokio::spawn(pump::run(
-        session.clone(),
-        Direction::ClientToServer,
-        downstream.frames,
-    ));
+    let shared_intake = context.client_intake.clone();
+    let mut client_pump = match shared_intake.clone() {
+        Some(shared) => tokio::spawn(pump::run_shared(
+            session.clone(),
+            Direction::ClientToServer,
+            downstream.frames,
+            shared,
+        )),
+        None => tokio::spawn(pump::run(
+            session.clone(),
+            Direction::ClientToServer,
+            downstream.frames,
+        )),
+    };
     let mut server_pump = tokio::spawn(pump::run(
         session.clone(),
         Direction::ServerToClient,
@@ -121,11 +135,11 @@ pub async fn run_session(
             if session.virtual_route.is_some() {
                 Box::pin(inventory::withdraw(&session)).await;
             }
-            client_pump.abort();
+            stop_reading(&mut client_pump, shared_intake.as_deref()).await;
             SessionExit::ServerExited(exit)
         }
         _ = stop.cancelled() => {
-            client_pump.abort();
+            stop_reading(&mut client_pump, shared_intake.as_deref()).await;
             upstream.writer.close();
             let _ = upstream.control.shutdown().await;
             drain(&mut server_pump).await;
@@ -148,7 +162,16 @@ pub async fn run_session(
     exit
 }
 
-async fn drain(pump: &mut tokio::task::JoinHandle<()>) {
+/// The client's frames are read no more: its pump stops, and a shared
+/// intake takes nothing more, so what its sender sends next fails.
+async fn stop_reading(pump: &mut JoinHandle<()>, shared: Option<&SharedIntake>) {
+    pump.abort();
+    if let Some(shared) = shared {
+        shared.close().await;
+    }
+}
+
+async fn drain(pump: &mut JoinHandle<()>) {
     if tokio::time::timeout(DRAIN_LIMIT, &mut *pump).await.is_err() {
         pump.abort();
     }

@@ -79,6 +79,7 @@ impl RelaySessions {
             audit: self.audit.clone(),
             requests: self.requests.clone(),
             virtual_route: None,
+            client_intake: None,
         };
         let stop = self.stop.child_token();
         let done = tokio::spawn(async move {

@@ -57,6 +57,7 @@ pub async fn run_stdio(
         audit: audit.clone(),
         requests: Arc::new(RequestBudget::new(limits)),
         virtual_route: None,
+        client_intake: None,
     };
     let exit = run_session(context, downstream, upstream, stop).await;
     health.set_upstream_up(false);

@@ -27,6 +27,7 @@ use crate::config::UpstreamConfig;
 use crate::hooks::{Identity, VirtualRoute};
 use crate::jsonrpc::{Message, MessageKind, RequestId};
 use crate::metrics::METRICS;
+use crate::relay::intake::SharedIntake;
 use crate::relay::run::{run_session, SessionContext, SessionExit};
 use crate::transport::downstream::Downstream;
 use crate::transport::writer::{BacklogEntry, Diverted, FrameReceiver, FrameWriter};
@@ -126,6 +127,7 @@ impl Leg {
             audit: context.audit.clone(),
             requests: context.requests.clone(),
             virtual_route: Some(route.clone()),
+            client_intake: Some(to_leg.intake.clone()),
         };
         let session = tokio::spawn(async move {
             let exit = run_session(session_context, downstream, upstream, stop).await;
@@ -227,12 +229,7 @@ impl Leg {
             id: Some(leg_id.clone()),
             method: request.message.method,
         };
-        if self
-            .to_leg
-            .send(LineFrame::Peeked(Box::new(message)))
-            .await
-            .is_err()
-        {
+        if self.to_leg.send_now(Box::new(message)).await.is_err() {
             if let Some(taken) = self.answers.pending.take(leg_id.as_json()) {
                 if let Some(agent_id) = taken.agent_id {
                     self.answers.unavailable(&agent_id).await;
@@ -278,10 +275,12 @@ impl Leg {
 }
 
 /// What the router sends a leg's relay session, read by that session as
-/// its agent's frames.
+/// its agent's frames; or taken by the router itself, when nothing is
+/// queued ahead (see [`SharedIntake`]).
 struct LegInput {
     tx: mpsc::Sender<LineFrame>,
     close: CancellationToken,
+    intake: Arc<SharedIntake>,
 }
 
 impl LegInput {
@@ -290,11 +289,30 @@ impl LegInput {
         let (tx, rx) = mpsc::channel(capacity);
         let close = CancellationToken::new();
         let receiver = FrameReceiver::new(rx, close.clone());
-        (LegInput { tx, close }, receiver)
+        let intake = Arc::new(SharedIntake::default());
+        (LegInput { tx, close, intake }, receiver)
     }
 
+    /// Queues `frame` for the leg's relay.
     async fn send(&self, frame: LineFrame) -> Result<(), LegGone> {
-        self.tx.send(frame).await.map_err(|_| LegGone)
+        self.intake.queue();
+        let sent = self.tx.send(frame).await;
+        if sent.is_err() {
+            self.intake.unqueue();
+        }
+        sent.map_err(|_| LegGone)
+    }
+
+    /// Hands the peeked request `message` to the leg's relay in this
+    /// task when nothing is queued ahead of it, else queues it.
+    async fn send_now(&self, message: Box<Message>) -> Result<(), LegGone> {
+        if self.close.is_cancelled() {
+            return Err(LegGone);
+        }
+        match self.intake.take_now(message) {
+            Ok(()) => Ok(()),
+            Err(message) => self.send(LineFrame::Peeked(message)).await,
+        }
     }
 
     /// Ends the relay session's input once what is queued is read.
