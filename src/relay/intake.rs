@@ -91,3 +91,95 @@ impl SharedIntake {
         self.intake.lock().await.take()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use bytes::Bytes;
+    use futures_util::FutureExt;
+
+    use super::*;
+    use crate::jsonrpc::MessageKind;
+
+    /// Records the order frames are taken in, by their bytes.
+    #[derive(Default)]
+    struct Recorder(Arc<Mutex<Vec<String>>>);
+
+    impl FrameIntake for Recorder {
+        fn take(&mut self, item: std::io::Result<LineFrame>) -> BoxFuture<'_, bool> {
+            let text = match item {
+                Ok(LineFrame::Line(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+                _ => String::from("?"),
+            };
+            self.0.lock().unwrap().push(text);
+            async { true }.boxed()
+        }
+
+        fn take_request_now(&mut self, message: Box<Message>) -> Result<(), Box<Message>> {
+            let text = String::from_utf8_lossy(&message.bytes).into_owned();
+            self.0.lock().unwrap().push(text);
+            Ok(())
+        }
+
+        fn finish(self: Box<Self>) -> BoxFuture<'static, ()> {
+            async {}.boxed()
+        }
+    }
+
+    fn request(text: &'static str) -> Box<Message> {
+        Box::new(Message {
+            bytes: Bytes::from_static(text.as_bytes()),
+            kind: MessageKind::Request,
+            id: None,
+            method: Some("tools/call".into()),
+        })
+    }
+
+    async fn opened() -> (SharedIntake, Arc<Mutex<Vec<String>>>) {
+        let taken = Arc::new(Mutex::new(Vec::new()));
+        let shared = SharedIntake::default();
+        shared.open(Box::new(Recorder(taken.clone()))).await;
+        (shared, taken)
+    }
+
+    #[tokio::test]
+    async fn nothing_is_taken_before_the_intake_opens_or_after_it_closes() {
+        let shared = SharedIntake::default();
+        assert!(shared.take_now(request("early")).is_err());
+        let (shared, taken) = opened().await;
+        assert!(shared.close().await.is_some());
+        assert!(shared.take_now(request("late")).is_err());
+        assert!(taken.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_call_waits_behind_a_queued_frame_until_the_pump_takes_it() {
+        let (shared, taken) = opened().await;
+        shared.queue();
+        let given_back = shared.take_now(request("second"));
+        assert!(given_back.is_err(), "taken ahead of a queued frame");
+        let queued = LineFrame::Line(Bytes::from_static(b"first"));
+        assert!(shared.take_queued(Ok(queued)).await);
+        assert!(shared.take_now(request("third")).is_ok());
+        assert_eq!(*taken.lock().unwrap(), ["first", "third"]);
+    }
+
+    #[tokio::test]
+    async fn a_call_is_not_taken_while_the_pump_is_taking_a_frame() {
+        let (shared, taken) = opened().await;
+        let pump = shared.intake.lock().await;
+        assert!(shared.take_now(request("meanwhile")).is_err());
+        drop(pump);
+        assert!(shared.take_now(request("after")).is_ok());
+        assert_eq!(*taken.lock().unwrap(), ["after"]);
+    }
+
+    #[tokio::test]
+    async fn a_frame_that_could_not_be_queued_does_not_hold_the_others_back() {
+        let (shared, _taken) = opened().await;
+        shared.queue();
+        shared.unqueue();
+        assert!(shared.take_now(request("next")).is_ok());
+    }
+}
