@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio_util::codec::FramedRead;
 
 use super::line::LineCodec;
@@ -39,14 +39,24 @@ pub enum ChildError {
 
 /// A running upstream server and its two directions.
 pub struct ChildUpstream {
-    child: Child,
+    process: ChildProcess,
     /// Frames from the server's stdout.
     pub reader: FramedRead<ChildStdout, LineCodec>,
     /// Frames to the server's stdin; dropping every clone closes its stdin.
     pub writer: FrameWriter,
     /// The writer task; finishes when the stdin is closed.
     pub writer_task: tokio::task::JoinHandle<std::io::Result<()>>,
-    grace: Duration,
+}
+
+/// A running child with its stdin and stdout as plain pipes, for a caller
+/// that frames them its own way (the stdio Guardian).
+pub struct ChildPipes {
+    /// Control over the process, for an orderly shutdown.
+    pub process: ChildProcess,
+    /// The child's stdin.
+    pub stdin: ChildStdin,
+    /// The child's stdout.
+    pub stdout: ChildStdout,
 }
 
 /// How the child ended.
@@ -65,6 +75,34 @@ impl ChildUpstream {
         max_message_bytes: usize,
         queue: usize,
     ) -> Result<Self, ChildError> {
+        let pipes = ChildPipes::spawn(config)?;
+        let (writer, writer_task) = FrameWriter::spawn(pipes.stdin, queue);
+        Ok(Self {
+            process: pipes.process,
+            reader: FramedRead::new(pipes.stdout, LineCodec::new(max_message_bytes)),
+            writer,
+            writer_task,
+        })
+    }
+
+    /// Splits off the process handle so the reader and writer can move into
+    /// their own tasks while shutdown keeps control of the process.
+    pub fn into_parts(
+        self,
+    ) -> (
+        ChildProcess,
+        FramedRead<ChildStdout, LineCodec>,
+        FrameWriter,
+        tokio::task::JoinHandle<std::io::Result<()>>,
+    ) {
+        (self.process, self.reader, self.writer, self.writer_task)
+    }
+}
+
+impl ChildPipes {
+    /// Spawns the program described by `config`, in its own process group,
+    /// with piped stdin and stdout and the proxy's stderr.
+    pub fn spawn(config: &UpstreamConfig) -> Result<Self, ChildError> {
         let (program, args) = config.command.split_first().ok_or(ChildError::NoCommand)?;
         let mut command = Command::new(program);
         command
@@ -90,31 +128,14 @@ impl ChildUpstream {
             .stdout
             .take()
             .ok_or_else(|| ChildError::NoPipes(program.clone()))?;
-        let (writer, writer_task) = FrameWriter::spawn(stdin, queue);
         Ok(Self {
-            child,
-            reader: FramedRead::new(stdout, LineCodec::new(max_message_bytes)),
-            writer,
-            writer_task,
-            grace: Duration::from_millis(config.shutdown_grace_ms),
+            process: ChildProcess {
+                child,
+                grace: Duration::from_millis(config.shutdown_grace_ms),
+            },
+            stdin,
+            stdout,
         })
-    }
-
-    /// Splits off the process handle so the reader and writer can move into
-    /// their own tasks while shutdown keeps control of the process.
-    pub fn into_parts(
-        self,
-    ) -> (
-        ChildProcess,
-        FramedRead<ChildStdout, LineCodec>,
-        FrameWriter,
-        tokio::task::JoinHandle<std::io::Result<()>>,
-    ) {
-        let process = ChildProcess {
-            child: self.child,
-            grace: self.grace,
-        };
-        (process, self.reader, self.writer, self.writer_task)
     }
 }
 

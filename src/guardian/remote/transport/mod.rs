@@ -6,7 +6,8 @@
 //!   closes under it before the answer, with [`tls`] for private CAs and
 //!   mutual TLS.
 //! - [`stdio`]: a Guardian child speaking [`framing`]'s `Content-Length`
-//!   frames, with calls pipelined and matched to replies by JSON-RPC id.
+//!   frames, with calls pipelined and matched to replies by JSON-RPC id,
+//!   each request written by its calling task.
 //! - [`error`]: why no reply came, classified for the caller.
 //!
 //! Transports apply no deadline of their own: the caller wraps each call in
@@ -18,6 +19,7 @@ pub mod error;
 pub mod framing;
 pub mod http;
 mod pending;
+mod request_pipe;
 pub mod stdio;
 pub mod tls;
 

@@ -11,13 +11,11 @@
 //! The child is started and stopped by [`crate::transport::child`], the
 //! same code that runs upstream MCP servers: its own process group, stderr
 //! inherited, and on shutdown stdin closed, then SIGTERM, then SIGKILL.
-//! Requests go through that module's [`FrameWriter`] task, so a caller
-//! dropped mid-call can never leave half a frame on the pipe. The writer
-//! ends each frame with `\n`; the `Content-Length` written here counts that
-//! byte as the body's last, so the bytes on the pipe are exactly
-//! `Content-Length: N\r\n\r\n<body>` with a body that is the request plus
-//! one trailing newline (whitespace JSON allows; signatures are computed
-//! over the canonical form, not these bytes).
+//! Each request is written by the calling task itself, header and body in
+//! one `write` ([`RequestPipe`]), so a call hands nothing to another task on
+//! its way out, and a caller dropped mid-call can never leave half a frame
+//! on the pipe. The bytes on the pipe are exactly
+//! `Content-Length: N\r\n\r\n<body>`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,7 +25,6 @@ use bytes::{Bytes, BytesMut};
 use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
 use tokio::process::ChildStdout;
-use tokio::task::JoinHandle;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
@@ -35,16 +32,16 @@ use super::call_id::request_key;
 use super::error::TransportError;
 use super::framing::{put_header, ContentLengthCodec, Frame};
 use super::pending::Pending;
+use super::request_pipe::RequestPipe;
 use super::GuardianTransport;
 use crate::config::UpstreamConfig;
-use crate::transport::child::{ChildError, ChildProcess, ChildUpstream};
-use crate::transport::writer::FrameWriter;
+use crate::transport::child::{ChildError, ChildPipes, ChildProcess};
 
 /// How long the child gets after its stdin closes, and again after SIGTERM.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
-/// Requests queued for the child's stdin before callers wait.
-const WRITE_QUEUE: usize = 64;
+/// Room for `Content-Length: <any usize>\r\n\r\n`.
+const HEADER_CAPACITY: usize = 40;
 
 /// How long to wait for an exit status once stdout closes, so the error
 /// can say how the Guardian ended.
@@ -55,7 +52,7 @@ const EXIT_STATUS_WAIT: Duration = Duration::from_millis(100);
 /// Dropping the transport shuts the child down in the background.
 #[derive(Debug)]
 pub struct StdioTransport {
-    writer: FrameWriter,
+    requests: RequestPipe,
     pending: Arc<Pending>,
     max_frame: usize,
     stop: CancellationToken,
@@ -76,24 +73,28 @@ impl StdioTransport {
             shutdown_grace_ms: u64::try_from(SHUTDOWN_GRACE.as_millis()).unwrap_or(u64::MAX),
             ..UpstreamConfig::for_command(command.to_vec())
         };
-        // The line codec's limit is irrelevant: only the raw stdout is kept.
-        let child = ChildUpstream::spawn(&config, max_frame, WRITE_QUEUE).map_err(spawn_error)?;
-        let (process, lines, writer, writer_task) = child.into_parts();
-        let stdout = lines.into_inner();
+        let ChildPipes {
+            process,
+            stdin,
+            stdout,
+        } = ChildPipes::spawn(&config).map_err(spawn_error)?;
+        let requests = RequestPipe::spawn(stdin).map_err(|source| TransportError::Spawn {
+            program: config.command.first().cloned().unwrap_or_default(),
+            source: Arc::new(source),
+        })?;
         let pending = Arc::new(Pending::default());
         let stop = CancellationToken::new();
         tokio::spawn(
             Supervisor {
                 process,
-                writer: writer.clone(),
-                writer_task,
+                requests: requests.clone(),
                 pending: Arc::clone(&pending),
                 stop: stop.clone(),
             }
             .run(stdout, max_frame),
         );
         Ok(Self {
-            writer,
+            requests,
             pending,
             max_frame,
             stop,
@@ -101,25 +102,20 @@ impl StdioTransport {
     }
 
     async fn exchange(&self, body: Bytes) -> Result<Bytes, TransportError> {
-        // The newline the writer appends is part of the body (module doc).
-        if body.len() + 1 > self.max_frame {
+        if body.len() > self.max_frame {
             return Err(TransportError::FrameTooLarge {
-                length: body.len() as u64 + 1,
+                length: body.len() as u64,
                 max: self.max_frame,
             });
         }
         let (shape, id) = request_key(&body)?;
-        let frame = frame_for_line_writer(&body);
-        // The only await before the request is queued; cancelling here
-        // leaves nothing behind.
-        let permit = self
-            .writer
-            .reserve()
-            .await
-            .map_err(|_| self.closed_error())?;
         // Registered before the write, so even an instant reply finds it.
         let waiting = self.pending.register(shape, id)?;
-        permit.send(frame);
+        let mut header = BytesMut::with_capacity(HEADER_CAPACITY);
+        put_header(&mut header, body.len());
+        self.requests
+            .send(&header, &body)
+            .map_err(|_| self.closed_error())?;
         waiting.reply().await
     }
 
@@ -146,14 +142,6 @@ impl Drop for StdioTransport {
     }
 }
 
-/// `Content-Length: N+1\r\n\r\n<body>`; the writer adds the final `\n`.
-fn frame_for_line_writer(body: &[u8]) -> Bytes {
-    let mut frame = BytesMut::with_capacity(body.len() + 32);
-    put_header(&mut frame, body.len() + 1);
-    frame.extend_from_slice(body);
-    frame.freeze()
-}
-
 fn spawn_error(err: ChildError) -> TransportError {
     match err {
         ChildError::Spawn { program, source } => TransportError::Spawn {
@@ -172,8 +160,7 @@ fn spawn_error(err: ChildError) -> TransportError {
 /// then fails whatever still waits and shuts the child down.
 struct Supervisor {
     process: ChildProcess,
-    writer: FrameWriter,
-    writer_task: JoinHandle<std::io::Result<()>>,
+    requests: RequestPipe,
     pending: Arc<Pending>,
     stop: CancellationToken,
 }
@@ -183,7 +170,7 @@ impl Supervisor {
         let mut frames = FramedRead::new(stdout, ContentLengthCodec::new(max_frame));
         let err = tokio::select! {
             err = route_replies(&mut frames, &self.pending) => err,
-            written = &mut self.writer_task => writer_ended(written),
+            () = self.requests.ended() => writer_ended(self.requests.failure()),
             () = self.stop.cancelled() => {
                 TransportError::Closed("the Guardian transport was shut down".into())
             }
@@ -191,7 +178,7 @@ impl Supervisor {
         let err = self.with_exit_status(err).await;
         tracing::debug!(%err, "Guardian stdio transport closing");
         self.pending.close(err);
-        self.writer.close();
+        self.requests.close();
         let exit = self.process.shutdown().await;
         tracing::debug!(?exit, "Guardian child ended");
     }
@@ -235,11 +222,10 @@ async fn route_replies(
     }
 }
 
-fn writer_ended(written: Result<std::io::Result<()>, tokio::task::JoinError>) -> TransportError {
-    let reason = match written {
-        Ok(Ok(())) => "the Guardian's stdin was closed".to_owned(),
-        Ok(Err(err)) => format!("writing to the Guardian failed: {err}"),
-        Err(err) => format!("the Guardian writer task failed: {err}"),
+fn writer_ended(failure: Option<String>) -> TransportError {
+    let reason = match failure {
+        None => "the Guardian's stdin was closed".to_owned(),
+        Some(err) => format!("writing to the Guardian failed: {err}"),
     };
     TransportError::Closed(reason)
 }
