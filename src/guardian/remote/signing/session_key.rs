@@ -21,7 +21,14 @@ const SESSION_KEY_BYTES: usize = 32;
 
 /// The HMAC-SHA256 key for one ACS session. Its bytes are never shown.
 #[derive(Clone)]
-pub struct SessionKey([u8; SESSION_KEY_BYTES]);
+pub struct SessionKey {
+    /// The MAC keyed once with the derived key. Keying hashes the key's
+    /// inner and outer pads; every message starts from a copy of this
+    /// state instead, so that is done once per session, not per message.
+    keyed: HmacSha256,
+    #[cfg(test)]
+    bytes: [u8; SESSION_KEY_BYTES],
+}
 
 impl SessionKey {
     /// Derives the key of session `session_id` (the envelope's
@@ -39,18 +46,23 @@ impl SessionKey {
         Hkdf::<Sha256>::new(None, ikm)
             .expand(session_id.as_bytes(), &mut okm)
             .expect("32 bytes is far below HKDF-SHA256's 8160-byte output limit");
-        SessionKey(okm)
+        SessionKey {
+            keyed: <HmacSha256 as KeyInit>::new_from_slice(&okm)
+                .expect("HMAC accepts keys of any length"),
+            #[cfg(test)]
+            bytes: okm,
+        }
     }
 
     /// A fresh MAC keyed with this session key.
     pub(super) fn mac(&self) -> HmacSha256 {
-        <HmacSha256 as KeyInit>::new_from_slice(&self.0).expect("HMAC accepts keys of any length")
+        self.keyed.clone()
     }
 
     /// Lowercase hex of the key, for comparison with published vectors.
     #[cfg(test)]
     pub(super) fn to_hex(&self) -> String {
-        hex::encode(self.0)
+        hex::encode(self.bytes)
     }
 }
 
