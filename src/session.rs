@@ -34,8 +34,10 @@ use crate::transport::writer::FrameWriter;
 /// routes a direction.
 pub use crate::jsonrpc::Direction;
 pub use deadlines::{Deadlines, Due, Expired};
+pub use decision_timers::DecisionTimers;
 
 mod deadlines;
+mod decision_timers;
 
 /// A decided `steps/sessionStart` the audit log has not taken yet.
 #[derive(Debug, Clone)]
@@ -326,6 +328,8 @@ pub struct Session {
     /// Requests forwarded upstream, watched for `[limits]
     /// upstream_request_timeout_ms`.
     pub upstream_deadlines: Deadlines,
+    /// Timers for the deadlines of Guardian decisions, kept between them.
+    pub decision_timers: DecisionTimers,
     /// The virtual server this session is one upstream of, when it is.
     pub virtual_route: Option<Arc<VirtualRoute>>,
     /// The session's `acs.session` span, once `steps/sessionStart` fired
@@ -369,6 +373,7 @@ impl Session {
             writers,
             deferrals: DeferralBudget::default(),
             upstream_deadlines: Deadlines::default(),
+            decision_timers: DecisionTimers::default(),
             virtual_route: None,
             session_trace: OnceLock::new(),
             learned: Mutex::new(Learned::default()),

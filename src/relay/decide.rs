@@ -10,8 +10,11 @@
 //! stage later turns into its decision with [`resolve`], the same rules as
 //! for one hook asked alone.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use futures_util::future::{self, Either};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -73,7 +76,7 @@ pub async fn decide(
     let result = match session.negotiated().timeout_for(&hook.method) {
         Some(limit) => tokio::select! {
             _ = cancel.cancelled() => return None,
-            answer = tokio::time::timeout(limit, asked) => {
+            answer = within(session, limit, asked) => {
                 answer.unwrap_or_else(|_| Err(timed_out(limit)))
             }
         },
@@ -146,7 +149,7 @@ pub async fn decide_batch(
     let answer = match limit {
         Some(limit) => tokio::select! {
             _ = cancel.cancelled() => return Prefetch::Cancelled,
-            answer = tokio::time::timeout(limit, asked) => answer.map_err(|_| limit),
+            answer = within(session, limit, asked) => answer,
         },
         None => tokio::select! {
             _ = cancel.cancelled() => return Prefetch::Cancelled,
@@ -203,6 +206,28 @@ pub fn resolve(session: &Session, hook: &HookRequest, answer: Answer) -> Decided
     };
     METRICS.observe_decision(decided.source.as_str(), decided.decision.decision, elapsed);
     count(hook, decided)
+}
+
+/// `asked`'s output, or `Err(limit)` once `limit` passes first; an answer
+/// ready as the deadline falls wins, as with `tokio::time::timeout`. The
+/// timer is one of the session's [`DecisionTimers`], kept for the next
+/// decision, so no exchange registers a timer of its own.
+async fn within<F: Future>(
+    session: &Session,
+    limit: Duration,
+    asked: F,
+) -> Result<F::Output, Duration> {
+    let Some(deadline) = tokio::time::Instant::now().checked_add(limit) else {
+        return Ok(asked.await);
+    };
+    let mut timer = session.decision_timers.until(deadline);
+    let asked = std::pin::pin!(asked);
+    let answer = match future::select(asked, timer.as_mut()).await {
+        Either::Left((answer, _)) => Ok(answer),
+        Either::Right(((), _)) => Err(limit),
+    };
+    session.decision_timers.keep(timer);
+    answer
 }
 
 /// The gateway facts about `hook` for a Guardian that reads them: the
