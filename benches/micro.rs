@@ -22,7 +22,8 @@ use acs_proxy::enforce::Action;
 use acs_proxy::guardian::decision::{Modifications, Redaction};
 use acs_proxy::guardian::remote::signing::{sign_request, SessionKey, SigningSecret};
 use acs_proxy::guardian::DecisionSource;
-use acs_proxy::hooks::{tool_call, HookRequest, Identity, IdentityDescriptor, Metadata};
+use acs_proxy::hooks::tool_call::{ToolCallRequest, ToolCallResult};
+use acs_proxy::hooks::{HookPayload, HookRequest, Identity, IdentityDescriptor, Metadata};
 use acs_proxy::jcs;
 use acs_proxy::jsonrpc::{peek_frame, Frame};
 use acs_proxy::policy::{HookView, Policy};
@@ -115,23 +116,26 @@ fn bench_hooks(c: &mut Criterion) {
             black_box(hook.params(&metadata))
         })
     });
+    let shared_message = Arc::new(message.clone());
+    let shared_response = Arc::new(response.clone());
+    let provider: Arc<str> = Arc::from("demo");
     group.bench_function("tool_call_request/payload+new+params", |b| {
         b.iter(|| {
-            let payload = tool_call::request_payload(black_box(&message), "demo").unwrap();
+            let payload = ToolCallRequest::read(black_box(&shared_message), &provider).unwrap();
             let hook = HookRequest::new("steps/toolCallRequest", payload, Some(tool.clone()));
             black_box(hook.params(&metadata))
         })
     });
     group.bench_function("tool_call_result/payload+new+params", |b| {
         b.iter(|| {
-            let result = tool_call::result_payload(
-                black_box(&response),
-                "echo",
-                "demo",
+            let result = ToolCallResult::read(
+                black_box(&shared_response),
+                tool.clone(),
+                &provider,
                 Some(Uuid::nil()),
                 0,
             );
-            let hook = HookRequest::new("steps/toolCallResult", result.payload, Some(tool.clone()));
+            let hook = HookRequest::new("steps/toolCallResult", result, Some(tool.clone()));
             black_box(hook.params(&metadata))
         })
     });
@@ -283,15 +287,17 @@ fn policy_text(n: usize, glob_every: Option<usize>) -> String {
 
 fn bench_policy(c: &mut Criterion) {
     let message: Value = serde_json::from_slice(&tools_call_200()).unwrap();
-    let step = tool_call::request_payload(&message, "demo").unwrap();
-    let result = tool_call::result_payload(
-        &tools_call_response(&message),
-        "echo",
-        "demo",
+    let provider: Arc<str> = Arc::from("demo");
+    let step =
+        HookPayload::from(ToolCallRequest::read(&Arc::new(message.clone()), &provider).unwrap());
+    let result = HookPayload::from(ToolCallResult::read(
+        &Arc::new(tools_call_response(&message)),
+        Arc::from("echo"),
+        &provider,
         Some(Uuid::nil()),
         0,
-    )
-    .payload;
+    ));
+    let message = HookPayload::from(message);
     let sets: [(&str, usize, Option<usize>); 4] = [
         ("1", 1, Some(20)),
         ("20", 20, Some(20)),
@@ -325,7 +331,8 @@ fn bench_policy(c: &mut Criterion) {
         );
         if n == 1000 {
             // The last exact-tool rule: a hit found through the index.
-            let hit_payload = json!({"tool": {"name": "tool-998"}, "arguments": {}});
+            let hit_payload =
+                HookPayload::from(json!({"tool": {"name": "tool-998"}, "arguments": {}}));
             let hit = HookView::new("steps/toolCallRequest", Some("tool-998"), &hit_payload);
             assert_eq!(policy.matching_rule(&hit), Some("rule-998"));
             group.bench_with_input(

@@ -12,10 +12,12 @@
 //! are dropped and counted, as in the proxy).
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::Duration;
 
 use acs_proxy::hooks::decision::Decision;
-use acs_proxy::hooks::{tool_call, HookRequest, Metadata};
+use acs_proxy::hooks::tool_call::{ToolCallRequest, ToolCallResult};
+use acs_proxy::hooks::{HookRequest, Metadata};
 use acs_proxy::metrics::TRACE_SPANS_DROPPED;
 use acs_proxy::telemetry::settings::{Exporter, Protocol};
 use acs_proxy::telemetry::{self, spans, TelemetryConfig, Trace};
@@ -71,12 +73,14 @@ fn one_call(
 fn bench(c: &mut Criterion, name: &str, session: &Trace) {
     let metadata = metadata();
     let message = call();
-    let request_payload = tool_call::request_payload(&message, "demo").expect("payload");
+    let provider: Arc<str> = Arc::from("demo");
+    let request_payload =
+        ToolCallRequest::read(&Arc::new(message.clone()), &provider).expect("payload");
     let request_hook = HookRequest::new("steps/toolCallRequest", request_payload, None);
     let response = json!({"jsonrpc": "2.0", "id": 4242,
         "result": {"content": [{"type": "text", "text": "the quick brown fox"}]}});
-    let result = tool_call::result_payload(&response, "echo", "demo", None, 1);
-    let result_hook = HookRequest::new("steps/toolCallResult", result.payload, None);
+    let result = ToolCallResult::read(&Arc::new(response), Arc::from("echo"), &provider, None, 1);
+    let result_hook = HookRequest::new("steps/toolCallResult", result, None);
     let mut group = c.benchmark_group("tracing");
     group.measurement_time(Duration::from_secs(3));
     group.sample_size(30);

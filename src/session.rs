@@ -311,6 +311,8 @@ pub struct Session {
     pub client_address: Option<String>,
     /// The upstream route name.
     pub upstream: String,
+    /// The same name, shared by the tool steps' payloads (`tool.provider`).
+    pub provider: Arc<str>,
     /// The upstream as a URI, for the AgBOM.
     pub endpoint: String,
     /// Requests from the agent awaiting the server's answer.
@@ -354,6 +356,7 @@ impl Session {
         let endpoint = upstream.endpoint_uri();
         let upstream = upstream.name.clone();
         Self {
+            provider: Arc::from(upstream.as_str()),
             transport,
             identity: None,
             client_address: None,

@@ -43,6 +43,7 @@ use std::sync::OnceLock;
 use acs_proxy::guardian::decision::{
     Decision, Disposition, Modifications, PolicyReference, Redaction,
 };
+use acs_proxy::hooks::HookPayload;
 use acs_proxy::policy::{HookView, Policy};
 use jsonschema::{Registry, Validator};
 use serde_json::{json, Map, Value};
@@ -739,7 +740,8 @@ fn decision_wire_types_match_response_envelope_schema() {
     for method in ["steps/toolCallRequest", "steps/toolCallResult"] {
         for (entry, payload) in payloads_of(method) {
             let tool = payload["tool"]["name"].as_str();
-            let decision = policy.evaluate(&HookView::new(method, tool, &payload));
+            let hook_payload = HookPayload::from(payload.clone());
+            let decision = policy.evaluate(&HookView::new(method, tool, &hook_payload));
             assert_eq!(
                 entry["decision"],
                 decision.decision.as_str(),

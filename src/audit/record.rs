@@ -277,7 +277,7 @@ impl AuditRecord {
         out: &mut Vec<u8>,
     ) -> Result<String, AuditError> {
         let mut step_id = Uuid::encode_buffer();
-        let mut entry_id = DecimalBuffer::default();
+        let mut entry_id = itoa::Buffer::new();
         let content = self.content(
             position,
             self.step_id_str(&mut step_id),
@@ -387,27 +387,6 @@ impl AuditRecord {
     }
 }
 
-/// A `u64` spelled in decimal on the stack: `entry_id`s are written four
-/// times per call, with no allocation for their text.
-#[derive(Default)]
-struct DecimalBuffer([u8; 20]);
-
-impl DecimalBuffer {
-    fn format(&mut self, mut value: u64) -> &str {
-        let mut start = self.0.len();
-        loop {
-            start -= 1;
-            self.0[start] = b'0' + (value % 10) as u8;
-            value /= 10;
-            if value == 0 {
-                break;
-            }
-        }
-        // Only ASCII digits were written.
-        std::str::from_utf8(&self.0[start..]).unwrap_or("0")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,12 +418,5 @@ mod tests {
         assert_eq!(entry.request_hash.as_deref(), Some("abc"));
         assert_eq!(entry.action, Some(Action::Forwarded));
         assert_eq!(entry.entry_hash, "");
-    }
-
-    #[test]
-    fn entry_ids_are_spelled_in_decimal() {
-        for value in [0, 7, 10, 1_234_567, u64::MAX] {
-            assert_eq!(DecimalBuffer::default().format(value), value.to_string());
-        }
     }
 }

@@ -102,7 +102,7 @@ pub fn timed_out(on_timeout: Disposition, detail: &str) -> Resolution {
 /// tool and argument digest the approval covers.
 pub fn elicitation_request(id_json: &str, question: &str, hook: &HookRequest) -> String {
     let tool = hook.tool.as_deref().unwrap_or(hook.method.as_str());
-    let digest = jcs::value_digest(&hook.payload);
+    let digest = jcs::value_digest(hook.payload.tree());
     let message = format!(
         "{question}\n\nTool: {tool}\nArguments digest (SHA-256): {digest}\nApprove this exact call?"
     );

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::clock::now_rfc3339;
 use super::identity::Identity;
+use super::payload::HookPayload;
 use crate::jcs::{self, HashSink, JcsError, Sink};
 use crate::telemetry::Trace;
 
@@ -95,9 +96,9 @@ pub struct HookRequest {
     /// When the hook fired (RFC 3339).
     pub timestamp: String,
     /// The method-specific payload; shared, because the wrapped hook's
-    /// payload is the message itself and copying it per hook was a
-    /// measurable share of the per-call cost.
-    pub payload: Arc<Value>,
+    /// payload is the message itself and the tool steps' are read from it,
+    /// and copying it per hook was a measurable share of the per-call cost.
+    pub payload: HookPayload,
     /// The tool this hook concerns, if any (not sent on the wire).
     pub tool: Option<Arc<str>>,
     /// The tool's name as the agent of a virtual server called it
@@ -145,7 +146,7 @@ impl HookRequest {
     /// A hook firing now with a fresh request id.
     pub fn new(
         method: impl Into<String>,
-        payload: impl Into<Arc<Value>>,
+        payload: impl Into<HookPayload>,
         tool: Option<Arc<str>>,
     ) -> Self {
         Self {
@@ -178,7 +179,7 @@ impl HookRequest {
             "request_id": self.request_id.to_string(),
             "timestamp": self.timestamp,
             "metadata": metadata.to_value(),
-            "payload": &*self.payload,
+            "payload": self.payload.tree(),
         });
         if let Some(tenant) = metadata.tenant() {
             params["tenant_id"] = Value::from(tenant);
@@ -214,7 +215,7 @@ impl HookRequest {
         metadata: &Metadata,
     ) -> Result<(), JcsError> {
         let mut uuid = Uuid::encode_buffer();
-        jcs::write_value(sink, &self.payload)?;
+        self.payload.write_canonical(sink)?;
         sink.put(b",\"request_id\":");
         jcs::write_str(
             sink,

@@ -17,12 +17,16 @@ mod envelope;
 pub mod identity;
 pub mod lifecycle;
 pub mod mcp;
+mod payload;
+mod pointer;
 pub mod tool_call;
 
 pub use clock::now_rfc3339;
 pub use context::{GatewayContext, VirtualRoute};
 pub use envelope::{HookRequest, Metadata, ParamsHead, ACS_VERSION, PLATFORM};
 pub use identity::{Identity, IdentityDescriptor};
+pub use payload::{HookPayload, ToolStep};
+pub use pointer::PointerToken;
 
 /// `steps/sessionStart`.
 pub const SESSION_START: &str = "steps/sessionStart";

@@ -1,102 +1,363 @@
 //! The native tool steps synthesized for MCP `tools/call` (§5, DIGEST §6):
 //! a request becomes `steps/toolCallRequest`, its response
 //! `steps/toolCallResult`.
+//!
+//! Both payloads are read in place from the MCP message they describe
+//! rather than copied out of it. Built as trees of their own they cost
+//! about fifty allocations per call, while most hooks only need their
+//! canonical form (for `request_hash`) and a policy lookup or two, which
+//! [`ToolCallRequest`] and [`ToolCallResult`] answer from the message. The
+//! payload as a tree ([`ToolCallRequest::to_value`]) is built for the
+//! consumers that need one (a Rego input, a redaction's paths, a hook's
+//! `params` kept in the audit entry).
 
-use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+use serde_json::{json, Map, Number, Value};
+use uuid::fmt::Hyphenated;
 use uuid::Uuid;
 
-/// The `steps/toolCallRequest` payload for a `tools/call` request message:
-/// `tool.name` from `params.name`, each argument as `{value}`. `None` when
-/// the request names no tool (the wrapped hook still governs it).
-pub fn request_payload(message: &Value, provider: &str) -> Option<Value> {
-    let params = message.get("params")?;
-    let name = params.get("name")?.as_str()?;
-    let arguments: Map<String, Value> = params
-        .get("arguments")
-        .and_then(Value::as_object)
-        .map(|args| {
-            args.iter()
-                .map(|(key, value)| (key.clone(), json!({ "value": value })))
-                .collect()
+use super::pointer::{walk, PointerToken};
+use crate::jcs::{self, JcsError, Sink};
+
+/// The `steps/toolCallRequest` payload of a `tools/call` request: `tool`
+/// (`params.name` and the route as `provider`) and each argument as
+/// `{"value": …}`.
+#[derive(Debug, Clone)]
+pub struct ToolCallRequest {
+    message: Arc<Value>,
+    provider: Arc<str>,
+}
+
+impl ToolCallRequest {
+    /// The payload for `message`; `None` when the request names no tool
+    /// (the wrapped hook still governs it).
+    pub fn read(message: &Arc<Value>, provider: &Arc<str>) -> Option<Self> {
+        message.get("params")?.get("name")?.as_str()?;
+        Some(Self {
+            message: Arc::clone(message),
+            provider: Arc::clone(provider),
         })
-        .unwrap_or_default();
-    Some(json!({
-        "tool": { "name": name, "provider": provider },
-        "arguments": arguments,
-    }))
+    }
+
+    /// `tool.name`.
+    pub fn name(&self) -> &str {
+        self.message
+            .get("params")
+            .and_then(|params| params.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// The call's arguments; a missing or non-object `arguments` is none.
+    fn arguments(&self) -> Option<&Map<String, Value>> {
+        self.message.get("params")?.get("arguments")?.as_object()
+    }
+
+    /// The payload as a tree.
+    pub fn to_value(&self) -> Value {
+        let arguments: Map<String, Value> = self
+            .arguments()
+            .map(|args| {
+                args.iter()
+                    .map(|(key, value)| (key.clone(), json!({ "value": value })))
+                    .collect()
+            })
+            .unwrap_or_default();
+        json!({
+            "tool": { "name": self.name(), "provider": &*self.provider },
+            "arguments": arguments,
+        })
+    }
+
+    /// The payload's canonical (RFC 8785) form: the bytes of
+    /// [`jcs::write_value`] over [`Self::to_value`].
+    pub fn write_canonical<S: Sink>(&self, sink: &mut S) -> Result<(), JcsError> {
+        sink.put(b"{\"arguments\":{");
+        if let Some(arguments) = self.arguments() {
+            let mut entries: Vec<(&String, &Value)> = arguments.iter().collect();
+            entries.sort_unstable_by(|(a, _), (b, _)| jcs::key_order(a, b));
+            for (index, (key, value)) in entries.into_iter().enumerate() {
+                if index > 0 {
+                    sink.put(b",");
+                }
+                jcs::write_str(sink, key);
+                sink.put(b":{\"value\":");
+                jcs::write_value(sink, value)?;
+                sink.put(b"}");
+            }
+        }
+        sink.put(b"},");
+        write_tool(sink, self.name(), &self.provider);
+        sink.put(b"}");
+        Ok(())
+    }
+
+    /// Where `/arguments/<key>/value<rest>` lies in the message: `Some`
+    /// with the value found (or `None`) for a pointer of that form, `None`
+    /// for any other pointer, which only the tree can answer.
+    pub(super) fn find_in_message<'v>(
+        &'v self,
+        tokens: &[PointerToken],
+    ) -> Option<Option<&'v Value>> {
+        match tokens {
+            [arguments, key, value, rest @ ..]
+                if arguments.key == "arguments" && value.key == "value" =>
+            {
+                let argument = self.arguments().and_then(|args| args.get(key.key.as_str()));
+                Some(argument.and_then(|argument| walk(argument, rest)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The message's values holding every string leaf at or under the
+    /// pointer `tokens`, for a pointer inside `/arguments`; `None` for any
+    /// other pointer.
+    pub(super) fn values_under<'v>(&'v self, tokens: &[PointerToken]) -> Option<Vec<&'v Value>> {
+        let arguments = self.arguments();
+        match tokens {
+            [first, rest @ ..] if first.key == "arguments" => Some(match rest {
+                [] => arguments.map_or_else(Vec::new, |args| args.values().collect()),
+                [key] => arguments
+                    .and_then(|args| args.get(key.key.as_str()))
+                    .into_iter()
+                    .collect(),
+                _ => self.find_in_message(tokens)?.into_iter().collect(),
+            }),
+            _ => None,
+        }
+    }
 }
 
-/// A `steps/toolCallResult` payload and, for each `outputs[i]`, the pointer
-/// into the MCP response it was taken from (so a redaction of an output can
-/// be applied to the message that is actually delivered).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolResult {
-    /// The hook payload.
-    pub payload: Value,
-    /// `sources[i]` is the RFC 6901 pointer, into the response message, of `outputs[i]`.
-    pub sources: Vec<String>,
+/// Where one of a result's outputs was taken from in the response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OutputSource {
+    /// `result.content[i].text` of a text content item.
+    ContentText(usize),
+    /// `result.content[i]`, a content item of another type, whole.
+    ContentItem(usize),
+    /// `result.structuredContent`.
+    Structured,
+    /// `error.message`.
+    ErrorMessage,
+    /// `error.data`.
+    ErrorData,
 }
 
-/// Builds the `steps/toolCallResult` payload from a `tools/call` response.
-/// Outputs are text contents first-class (their text), other content items
-/// whole, then `structuredContent`, then an error's message and data.
-pub fn result_payload(
-    response: &Value,
-    tool: &str,
-    provider: &str,
+impl OutputSource {
+    /// The RFC 6901 pointer into the response.
+    fn pointer(self) -> String {
+        match self {
+            Self::ContentText(index) => format!("/result/content/{index}/text"),
+            Self::ContentItem(index) => format!("/result/content/{index}"),
+            Self::Structured => "/result/structuredContent".into(),
+            Self::ErrorMessage => "/error/message".into(),
+            Self::ErrorData => "/error/data".into(),
+        }
+    }
+}
+
+/// The `steps/toolCallResult` payload of a `tools/call` response.
+///
+/// Outputs are text contents first-class (their text), other content
+/// items whole, then `structuredContent`, then an error's message and
+/// data; `exit_status` is `failure` for an error or `isError`.
+#[derive(Debug, Clone)]
+pub struct ToolCallResult {
+    response: Arc<Value>,
+    tool: Arc<str>,
+    provider: Arc<str>,
     request_ref: Option<Uuid>,
     duration_ms: u64,
-) -> ToolResult {
-    let mut outputs = Vec::new();
-    let mut sources = Vec::new();
-    let mut push = |value: &Value, pointer: String| {
-        outputs.push(json!({ "value": value }));
-        sources.push(pointer);
-    };
-    let failed = match (response.get("result"), response.get("error")) {
-        (Some(result), _) => {
-            collect_result_outputs(result, &mut push);
-            result
-                .get("isError")
-                .and_then(Value::as_bool)
-                .unwrap_or(false)
-        }
-        (None, Some(error)) => {
-            if let Some(message) = error.get("message") {
-                push(message, "/error/message".into());
-            }
-            if let Some(data) = error.get("data") {
-                push(data, "/error/data".into());
-            }
-            true
-        }
-        (None, None) => true,
-    };
-    let mut payload = json!({
-        "tool": { "name": tool, "provider": provider },
-        "exit_status": if failed { "failure" } else { "success" },
-        "outputs": outputs,
-        "duration_ms": duration_ms,
-    });
-    if let Some(request_ref) = request_ref {
-        payload["request_id_ref"] = Value::from(request_ref.to_string());
-    }
-    ToolResult { payload, sources }
 }
 
-fn collect_result_outputs(result: &Value, push: &mut impl FnMut(&Value, String)) {
-    if let Some(content) = result.get("content").and_then(Value::as_array) {
-        for (index, item) in content.iter().enumerate() {
-            match item.get("text") {
-                Some(text) if item.get("type").and_then(Value::as_str) == Some("text") => {
-                    push(text, format!("/result/content/{index}/text"))
-                }
-                _ => push(item, format!("/result/content/{index}")),
-            }
+impl ToolCallResult {
+    /// The payload for `response`, the answer to a call of `tool` that the
+    /// hook `request_ref` let through and that took `duration_ms`.
+    pub fn read(
+        response: &Arc<Value>,
+        tool: Arc<str>,
+        provider: &Arc<str>,
+        request_ref: Option<Uuid>,
+        duration_ms: u64,
+    ) -> Self {
+        Self {
+            response: Arc::clone(response),
+            tool,
+            provider: Arc::clone(provider),
+            request_ref,
+            duration_ms,
         }
     }
-    if let Some(structured) = result.get("structuredContent") {
-        push(structured, "/result/structuredContent".into());
+
+    /// Each output with where it came from, in payload order.
+    fn outputs(&self) -> impl Iterator<Item = (OutputSource, &Value)> {
+        let result = self.response.get("result");
+        let error = if result.is_none() {
+            self.response.get("error")
+        } else {
+            None
+        };
+        let content = result
+            .and_then(|result| result.get("content"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(index, item)| match item.get("text") {
+                Some(text) if item.get("type").and_then(Value::as_str) == Some("text") => {
+                    (OutputSource::ContentText(index), text)
+                }
+                _ => (OutputSource::ContentItem(index), item),
+            });
+        let structured = result
+            .and_then(|result| result.get("structuredContent"))
+            .map(|value| (OutputSource::Structured, value));
+        let message = error
+            .and_then(|error| error.get("message"))
+            .map(|value| (OutputSource::ErrorMessage, value));
+        let data = error
+            .and_then(|error| error.get("data"))
+            .map(|value| (OutputSource::ErrorData, value));
+        content.chain(structured).chain(message).chain(data)
+    }
+
+    /// Whether the call failed: an error, `isError`, or neither a result
+    /// nor an error.
+    fn failed(&self) -> bool {
+        match self.response.get("result") {
+            Some(result) => result
+                .get("isError")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            None => true,
+        }
+    }
+
+    fn exit_status(&self) -> &'static str {
+        if self.failed() {
+            "failure"
+        } else {
+            "success"
+        }
+    }
+
+    /// `sources[i]` is the RFC 6901 pointer, into the response, of
+    /// `outputs[i]`: how a redaction of an output is carried onto the
+    /// response that is actually delivered.
+    pub fn sources(&self) -> Vec<String> {
+        self.outputs().map(|(source, _)| source.pointer()).collect()
+    }
+
+    /// The payload as a tree.
+    pub fn to_value(&self) -> Value {
+        let outputs: Vec<Value> = self
+            .outputs()
+            .map(|(_, value)| json!({ "value": value }))
+            .collect();
+        let mut payload = json!({
+            "tool": { "name": &*self.tool, "provider": &*self.provider },
+            "exit_status": self.exit_status(),
+            "outputs": outputs,
+            "duration_ms": self.duration_ms,
+        });
+        if let Some(request_ref) = self.request_ref {
+            payload["request_id_ref"] = Value::from(request_ref.to_string());
+        }
+        payload
+    }
+
+    /// The payload's canonical (RFC 8785) form: the bytes of
+    /// [`jcs::write_value`] over [`Self::to_value`].
+    pub fn write_canonical<S: Sink>(&self, sink: &mut S) -> Result<(), JcsError> {
+        sink.put(b"{\"duration_ms\":");
+        write_u64(sink, self.duration_ms)?;
+        sink.put(b",\"exit_status\":");
+        jcs::write_str(sink, self.exit_status());
+        sink.put(b",\"outputs\":[");
+        for (index, (_, value)) in self.outputs().enumerate() {
+            if index > 0 {
+                sink.put(b",");
+            }
+            sink.put(b"{\"value\":");
+            jcs::write_value(sink, value)?;
+            sink.put(b"}");
+        }
+        sink.put(b"]");
+        if let Some(request_ref) = self.request_ref {
+            let mut uuid = Uuid::encode_buffer();
+            sink.put(b",\"request_id_ref\":");
+            jcs::write_str(
+                sink,
+                Hyphenated::from_uuid(request_ref).encode_lower(&mut uuid),
+            );
+        }
+        sink.put(b",");
+        write_tool(sink, &self.tool, &self.provider);
+        sink.put(b"}");
+        Ok(())
+    }
+
+    /// Where `/outputs/<i>/value<rest>` lies in the response: `Some` with
+    /// the value found (or `None`) for a pointer of that form, `None` for
+    /// any other pointer, which only the tree can answer.
+    pub(super) fn find_in_message<'v>(
+        &'v self,
+        tokens: &[PointerToken],
+    ) -> Option<Option<&'v Value>> {
+        match tokens {
+            [outputs, index, value, rest @ ..]
+                if outputs.key == "outputs" && value.key == "value" =>
+            {
+                let output = index.index.and_then(|i| self.output(i));
+                Some(output.and_then(|output| walk(output, rest)))
+            }
+            _ => None,
+        }
+    }
+
+    /// The response's values holding every string leaf at or under the
+    /// pointer `tokens`, for a pointer inside `/outputs`; `None` for any
+    /// other pointer.
+    pub(super) fn values_under<'v>(&'v self, tokens: &[PointerToken]) -> Option<Vec<&'v Value>> {
+        match tokens {
+            [first, rest @ ..] if first.key == "outputs" => Some(match rest {
+                [] => self.outputs().map(|(_, value)| value).collect(),
+                [index] => index
+                    .index
+                    .and_then(|i| self.output(i))
+                    .into_iter()
+                    .collect(),
+                _ => self.find_in_message(tokens)?.into_iter().collect(),
+            }),
+            _ => None,
+        }
+    }
+
+    fn output(&self, index: usize) -> Option<&Value> {
+        self.outputs().nth(index).map(|(_, value)| value)
+    }
+}
+
+/// `"tool":{"name":…,"provider":…}`, the last member of both payloads.
+fn write_tool<S: Sink>(sink: &mut S, name: &str, provider: &str) {
+    sink.put(b"\"tool\":{\"name\":");
+    jcs::write_str(sink, name);
+    sink.put(b",\"provider\":");
+    jcs::write_str(sink, provider);
+    sink.put(b"}");
+}
+
+/// A whole number in canonical form: its digits up to 2^53, past which
+/// JSON numbers are doubles and RFC 8785 spells them as one.
+fn write_u64<S: Sink>(sink: &mut S, value: u64) -> Result<(), JcsError> {
+    const EXACT: u64 = 1 << 53;
+    if value <= EXACT {
+        sink.put(itoa::Buffer::new().format(value).as_bytes());
+        Ok(())
+    } else {
+        jcs::write_number(sink, &Number::from(value))
     }
 }
 
@@ -104,12 +365,41 @@ fn collect_result_outputs(result: &Value, push: &mut impl FnMut(&Value, String))
 mod tests {
     use super::*;
 
+    fn provider() -> Arc<str> {
+        Arc::from("demo")
+    }
+
+    fn request(message: Value) -> Option<ToolCallRequest> {
+        ToolCallRequest::read(&Arc::new(message), &provider())
+    }
+
+    fn result(response: Value, request_ref: Option<Uuid>, duration_ms: u64) -> ToolCallResult {
+        ToolCallResult::read(
+            &Arc::new(response),
+            Arc::from("echo"),
+            &provider(),
+            request_ref,
+            duration_ms,
+        )
+    }
+
+    fn canonical(write: impl Fn(&mut Vec<u8>) -> Result<(), JcsError>) -> String {
+        let mut out = Vec::new();
+        write(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn tokens(pointer: &str) -> Box<[PointerToken]> {
+        PointerToken::split(pointer)
+    }
+
     #[test]
     fn request_payload_wraps_each_argument() {
         let message = json!({"jsonrpc":"2.0","id":1,"method":"tools/call",
             "params":{"name":"echo","arguments":{"text":"hi","n":2}}});
-        let payload = request_payload(&message, "demo").unwrap();
+        let payload = request(message).unwrap().to_value();
         assert_eq!(payload["tool"]["name"], "echo");
+        assert_eq!(payload["tool"]["provider"], "demo");
         assert_eq!(payload["arguments"]["text"]["value"], "hi");
         assert_eq!(payload["arguments"]["n"]["value"], 2);
     }
@@ -117,7 +407,58 @@ mod tests {
     #[test]
     fn request_without_name_has_no_step() {
         let message = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}});
-        assert!(request_payload(&message, "demo").is_none());
+        assert!(request(message).is_none());
+        let message = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":3}});
+        assert!(request(message).is_none());
+    }
+
+    #[test]
+    fn request_canonical_form_is_the_trees() {
+        let messages = [
+            json!({"params":{"name":"echo","arguments":{"text":"hi","n":2,"a\u{e9}":[1,{"z":null,"b":true}]}}}),
+            json!({"params":{"name":"e\"cho\u{1f600}","arguments":{"\u{1f600}":1,"\u{e000}":2,"":{"x":1e3}}}}),
+            json!({"params":{"name":"echo"}}),
+            json!({"params":{"name":"echo","arguments":["not","an","object"]}}),
+            json!({"params":{"name":"echo","arguments":{}}}),
+        ];
+        for message in messages {
+            let step = request(message).unwrap();
+            let expected = String::from_utf8(jcs::canonical_bytes(&step.to_value()).unwrap());
+            assert_eq!(
+                canonical(|out| step.write_canonical(out)),
+                expected.unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn request_pointers_into_arguments_read_the_message() {
+        let step = request(json!({"params":{"name":"run","arguments":{
+            "command":"rm -rf /","opts":{"deep":["a","b"]}}}}))
+        .unwrap();
+        let found = |pointer| step.find_in_message(&tokens(pointer));
+        assert_eq!(
+            found("/arguments/command/value"),
+            Some(Some(&json!("rm -rf /")))
+        );
+        assert_eq!(
+            found("/arguments/opts/value/deep/1"),
+            Some(Some(&json!("b")))
+        );
+        assert_eq!(found("/arguments/missing/value"), Some(None));
+        assert_eq!(
+            found("/arguments/command"),
+            None,
+            "a wrapper only the tree has"
+        );
+        assert_eq!(found("/tool/name"), None);
+        let under = |pointer| step.values_under(&tokens(pointer)).map(|v| v.len());
+        assert_eq!(under("/arguments"), Some(2));
+        assert_eq!(under("/arguments/opts"), Some(1));
+        assert_eq!(under("/arguments/opts/value/deep"), Some(1));
+        assert_eq!(under("/arguments/none"), Some(0));
+        assert_eq!(under(""), None);
+        assert_eq!(under("/tool"), None);
     }
 
     #[test]
@@ -125,11 +466,13 @@ mod tests {
         let response = json!({"jsonrpc":"2.0","id":1,"result":{"content":[
             {"type":"text","text":"hello"},{"type":"image","data":"AA==","mimeType":"image/png"}],
             "structuredContent":{"k":1}}});
-        let result = result_payload(&response, "echo", "demo", None, 3);
-        assert_eq!(result.payload["exit_status"], "success");
-        assert_eq!(result.payload["outputs"][0]["value"], "hello");
+        let step = result(response, None, 3);
+        let payload = step.to_value();
+        assert_eq!(payload["exit_status"], "success");
+        assert_eq!(payload["outputs"][0]["value"], "hello");
+        assert_eq!(payload["outputs"][1]["value"]["mimeType"], "image/png");
         assert_eq!(
-            result.sources,
+            step.sources(),
             vec![
                 "/result/content/0/text",
                 "/result/content/1",
@@ -141,11 +484,72 @@ mod tests {
     #[test]
     fn error_and_is_error_are_failures() {
         let response = json!({"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"boom"}});
-        let result = result_payload(&response, "echo", "demo", Some(Uuid::nil()), 0);
-        assert_eq!(result.payload["exit_status"], "failure");
-        assert_eq!(result.sources, vec!["/error/message"]);
+        let step = result(response, Some(Uuid::nil()), 0);
+        assert_eq!(step.to_value()["exit_status"], "failure");
+        assert_eq!(step.sources(), vec!["/error/message"]);
         let response = json!({"jsonrpc":"2.0","id":1,"result":{"isError":true,"content":[]}});
-        let result = result_payload(&response, "echo", "demo", None, 0);
-        assert_eq!(result.payload["exit_status"], "failure");
+        assert_eq!(
+            result(response, None, 0).to_value()["exit_status"],
+            "failure"
+        );
+        let neither = json!({"jsonrpc":"2.0","id":1});
+        assert_eq!(
+            result(neither, None, 0).to_value()["exit_status"],
+            "failure"
+        );
+    }
+
+    #[test]
+    fn result_canonical_form_is_the_trees() {
+        let responses = [
+            serde_json::from_str(
+                r#"{"result":{"content":[{"type":"text","text":"h\u00e9llo\n"},{"type":"image","data":"AA=="}],
+                "structuredContent":{"b":[1.5,-0.0,1e400,12345678901234567890],"a":"x"}}}"#,
+            )
+            .unwrap(),
+            serde_json::from_str(r#"{"result":{"structuredContent":{"b":[1.5,-0.0,1e2]}}}"#).unwrap(),
+            json!({"result":{"isError":true}}),
+            json!({"error":{"code":-32000,"message":"boom","data":{"why":["a"]}}}),
+            json!({"result":{"content":[{"type":"text"}],"structuredContent":null}}),
+            json!({}),
+        ];
+        for (index, response) in responses.into_iter().enumerate() {
+            for (request_ref, duration_ms) in [(None, 0), (Some(Uuid::new_v4()), 1 << 60)] {
+                let step = result(response.clone(), request_ref, duration_ms + index as u64);
+                let expected = jcs::canonical_bytes(&step.to_value()).map(String::from_utf8);
+                let written = {
+                    let mut out = Vec::new();
+                    step.write_canonical(&mut out)
+                        .map(|()| String::from_utf8(out))
+                };
+                match (written, expected) {
+                    (Ok(written), Ok(expected)) => assert_eq!(written.unwrap(), expected.unwrap()),
+                    (Err(_), Err(_)) => {}
+                    (written, expected) => panic!("{written:?} against {expected:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn result_pointers_into_outputs_read_the_response() {
+        let step = result(
+            json!({"result":{"content":[{"type":"text","text":"a"},{"type":"image","data":"AA=="}],
+                "structuredContent":{"k":[1,2]}}}),
+            None,
+            0,
+        );
+        let found = |pointer| step.find_in_message(&tokens(pointer));
+        assert_eq!(found("/outputs/0/value"), Some(Some(&json!("a"))));
+        assert_eq!(found("/outputs/1/value/data"), Some(Some(&json!("AA=="))));
+        assert_eq!(found("/outputs/2/value/k/1"), Some(Some(&json!(2))));
+        assert_eq!(found("/outputs/3/value"), Some(None));
+        assert_eq!(found("/outputs/x/value"), Some(None));
+        assert_eq!(found("/exit_status"), None);
+        let under = |pointer| step.values_under(&tokens(pointer)).map(|v| v.len());
+        assert_eq!(under("/outputs"), Some(3));
+        assert_eq!(under("/outputs/1"), Some(1));
+        assert_eq!(under("/outputs/9"), Some(0));
+        assert_eq!(under("/tool"), None);
     }
 }

@@ -3,6 +3,8 @@
 use regex::Regex;
 use serde_json::Value;
 
+use crate::hooks::{HookPayload, PointerToken};
+
 use super::error::RuleProblem;
 use super::pointer;
 use super::spec::MatchSpec;
@@ -20,19 +22,11 @@ use super::spec::MatchSpec;
 #[derive(Debug, Clone)]
 pub(crate) struct Condition {
     pointer: String,
-    tokens: Box<[Token]>,
+    tokens: Box<[PointerToken]>,
     /// Equal for conditions with the same pointer in one policy; assigned
     /// by [`Condition::share_pointer`].
     pointer_id: usize,
     regex: Regex,
-}
-
-/// One RFC 6901 reference token, unescaped, with its array index when it
-/// spells one (digits, no leading zero, as `serde_json` reads it).
-#[derive(Debug, Clone)]
-struct Token {
-    key: String,
-    index: Option<usize>,
 }
 
 /// The pointer lookups already done while evaluating one hook.
@@ -55,7 +49,7 @@ impl Condition {
         })?;
         Ok(Self {
             pointer: spec.pointer.clone(),
-            tokens: split(&spec.pointer),
+            tokens: PointerToken::split(&spec.pointer),
             pointer_id: usize::MAX,
             regex,
         })
@@ -73,11 +67,11 @@ impl Condition {
     }
 
     /// Whether `payload` satisfies the clause.
-    pub(crate) fn holds<'v>(&self, payload: &'v Value, lookups: &mut Lookups<'v>) -> bool {
+    pub(crate) fn holds<'v>(&self, payload: &'v HookPayload, lookups: &mut Lookups<'v>) -> bool {
         let found = match lookups.last {
             Some((id, found)) if id == self.pointer_id => found,
             _ => {
-                let found = self.lookup(payload);
+                let found = payload.find(&self.tokens);
                 lookups.last = Some((self.pointer_id, found));
                 found
             }
@@ -89,38 +83,6 @@ impl Condition {
             Some(other) => self.regex.is_match(&other.to_string()),
         }
     }
-
-    /// `payload.pointer(..)` over the pre-split tokens.
-    fn lookup<'v>(&self, payload: &'v Value) -> Option<&'v Value> {
-        self.tokens
-            .iter()
-            .try_fold(payload, |target, token| match target {
-                Value::Object(members) => members.get(token.key.as_str()),
-                Value::Array(items) => token.index.and_then(|index| items.get(index)),
-                _ => None,
-            })
-    }
-}
-
-/// Splits a validated pointer into unescaped tokens (`~1` → `/`, then
-/// `~0` → `~`, the order RFC 6901 prescribes).
-fn split(pointer: &str) -> Box<[Token]> {
-    if pointer.is_empty() {
-        return Box::new([]);
-    }
-    pointer
-        .split('/')
-        .skip(1)
-        .map(|raw| {
-            let key = raw.replace("~1", "/").replace("~0", "~");
-            let index = if key.starts_with('+') || (key.starts_with('0') && key.len() != 1) {
-                None
-            } else {
-                key.parse().ok()
-            };
-            Token { key, index }
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -138,7 +100,7 @@ mod tests {
 
     #[test]
     fn string_value_is_searched_as_is() {
-        let payload = json!({"arguments": {"cmd": {"value": "sudo rm -rf /"}}});
+        let payload = HookPayload::from(json!({"arguments": {"cmd": {"value": "sudo rm -rf /"}}}));
         assert!(
             condition("/arguments/cmd/value", "rm -rf").holds(&payload, &mut Lookups::default())
         );
@@ -147,7 +109,8 @@ mod tests {
 
     #[test]
     fn non_string_values_use_compact_json() {
-        let payload = json!({"n": 42, "flag": true, "list": ["a", "b"], "obj": {"k": 1}});
+        let payload =
+            HookPayload::from(json!({"n": 42, "flag": true, "list": ["a", "b"], "obj": {"k": 1}}));
         assert!(condition("/n", "^42$").holds(&payload, &mut Lookups::default()));
         assert!(condition("/flag", "^true$").holds(&payload, &mut Lookups::default()));
         assert!(condition("/list", r#"^\["a","b"\]$"#).holds(&payload, &mut Lookups::default()));
@@ -156,21 +119,21 @@ mod tests {
 
     #[test]
     fn absent_pointer_never_matches() {
-        let payload = json!({"a": "x"});
+        let payload = HookPayload::from(json!({"a": "x"}));
         assert!(!condition("/b", ".*").holds(&payload, &mut Lookups::default()));
         assert!(!condition("/a/0", ".*").holds(&payload, &mut Lookups::default()));
     }
 
     #[test]
     fn escaped_keys_are_looked_up() {
-        let payload = json!({"a/b": {"c~d": "hit"}});
+        let payload = HookPayload::from(json!({"a/b": {"c~d": "hit"}}));
         assert!(condition("/a~1b/c~0d", "hit").holds(&payload, &mut Lookups::default()));
     }
 
     #[test]
     fn lookups_agree_with_serde_json_pointer() {
-        let payload = json!({"a": [10, {"b/c": {"~": 1}}], "": {"": 2}, "01": 3,
-            "arr": [0, 1, 2], "n": null});
+        let payload = HookPayload::from(json!({"a": [10, {"b/c": {"~": 1}}], "": {"": 2}, "01": 3,
+            "arr": [0, 1, 2], "n": null}));
         for pointer in [
             "",
             "/a",
@@ -190,8 +153,8 @@ mod tests {
         ] {
             let condition = condition(pointer, ".*");
             assert_eq!(
-                condition.lookup(&payload),
-                payload.pointer(pointer),
+                payload.find(&condition.tokens),
+                payload.tree().pointer(pointer),
                 "{pointer}"
             );
         }
@@ -203,7 +166,7 @@ mod tests {
         let mut second = condition("/a", "^y$");
         first.share_pointer(0);
         second.share_pointer(0);
-        let payload = json!({"a": "y"});
+        let payload = HookPayload::from(json!({"a": "y"}));
         let mut lookups = Lookups::default();
         assert!(!first.holds(&payload, &mut lookups));
         assert!(second.holds(&payload, &mut lookups));

@@ -1,8 +1,6 @@
 //! The part of a hook request the policy looks at.
 
-use serde_json::Value;
-
-use crate::hooks::Identity;
+use crate::hooks::{HookPayload, Identity};
 
 /// A borrowed view of one hook request, as the embedded Guardian sees it.
 ///
@@ -18,7 +16,7 @@ pub struct HookView<'a> {
     pub tool: Option<&'a str>,
     /// `params.payload` of the hook request (the MCP message itself for
     /// wrapped hooks); pointers in rules address this value.
-    pub payload: &'a Value,
+    pub payload: &'a HookPayload,
     /// Who is calling, when the session knows; rules with a `user`, `role`
     /// or `tenant` glob never match hooks without one.
     pub user: Option<&'a Identity>,
@@ -26,7 +24,7 @@ pub struct HookView<'a> {
 
 impl<'a> HookView<'a> {
     /// Bundles what a rule can look at, for a hook with no known caller.
-    pub fn new(method: &'a str, tool: Option<&'a str>, payload: &'a Value) -> Self {
+    pub fn new(method: &'a str, tool: Option<&'a str>, payload: &'a HookPayload) -> Self {
         Self {
             method,
             tool,

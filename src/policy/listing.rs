@@ -3,13 +3,19 @@
 //! takes those out of the `tools/list` the agent gets, so the model is not
 //! offered what it cannot use.
 
+use std::sync::LazyLock;
+
 use serde_json::Value;
 
 use super::engine::Policy;
 use super::hook::HookView;
 use super::spec::Mode;
 use crate::hooks::decision::Disposition;
-use crate::hooks::Identity;
+use crate::hooks::{HookPayload, Identity};
+
+/// The payload of the hooks a listing is checked against: none, so only
+/// rules that look at no payload can decide.
+static NO_PAYLOAD: LazyLock<HookPayload> = LazyLock::new(|| HookPayload::from(Value::Null));
 
 impl Policy {
     /// Whether every call of `tool` by `user` is denied at hook `method`,
@@ -48,8 +54,7 @@ impl Policy {
     /// Whether the first enforcing rule that could apply to `tool` denies
     /// it outright; `None` when no rule could apply.
     fn first_rule_denies(&self, method: &str, tool: &str, user: Option<&Identity>) -> Option<bool> {
-        let payload = Value::Null;
-        let hook = HookView::new(method, Some(tool), &payload).with_user(user);
+        let hook = HookView::new(method, Some(tool), &NO_PAYLOAD).with_user(user);
         let rule = self
             .candidate_rules(&hook)
             .into_iter()

@@ -8,6 +8,7 @@ use super::overrides;
 use super::redact::Redactor;
 use super::spec::RuleSpec;
 use crate::guardian::decision::Modifications;
+use crate::hooks::HookPayload;
 
 /// The compiled `redact` / `set` blocks of a modify rule.
 #[derive(Debug, Clone)]
@@ -40,14 +41,14 @@ impl Modify {
     /// Overrides always apply; redaction only when some leaf matches, so a
     /// redact-only rule falls through on a clean payload instead of
     /// returning a modify that changes nothing.
-    pub(crate) fn applies(&self, payload: &Value) -> bool {
+    pub(crate) fn applies(&self, payload: &HookPayload) -> bool {
         !self.overrides.is_empty() || self.redactor.as_ref().is_some_and(|r| r.finds_any(payload))
     }
 
     /// The `modifications` object for this hook.
     pub(crate) fn modifications(&self, hook: &HookView<'_>) -> Modifications {
         let mut redactions = match &self.redactor {
-            Some(redactor) => redactor.redactions(hook.payload),
+            Some(redactor) => redactor.redactions(hook.payload.tree()),
             None => Vec::new(),
         };
         overrides::retain_disjoint(&mut redactions, &self.overrides, hook.method);

@@ -7,6 +7,7 @@ use super::error::RuleProblem;
 use super::pointer;
 use super::spec::RedactSpec;
 use crate::guardian::decision::Redaction;
+use crate::hooks::{HookPayload, PointerToken};
 
 /// Rewrites every string leaf under a pointer that a regex matches.
 ///
@@ -17,6 +18,7 @@ use crate::guardian::decision::Redaction;
 #[derive(Debug, Clone)]
 pub(crate) struct Redactor {
     pointer: String,
+    tokens: Box<[PointerToken]>,
     regex: Regex,
     replacement: String,
 }
@@ -31,6 +33,7 @@ impl Redactor {
         })?;
         Ok(Self {
             pointer: spec.pointer.clone(),
+            tokens: PointerToken::split(&spec.pointer),
             regex,
             replacement: spec.replacement.clone(),
         })
@@ -40,10 +43,8 @@ impl Redactor {
     ///
     /// Rules call this before firing so a redact rule falls through when
     /// the payload is already clean.
-    pub(crate) fn finds_any(&self, payload: &Value) -> bool {
-        payload
-            .pointer(&self.pointer)
-            .is_some_and(|target| self.any_leaf_matches(target))
+    pub(crate) fn finds_any(&self, payload: &HookPayload) -> bool {
+        payload.any_string_under(&self.tokens, |text| self.regex.is_match(text))
     }
 
     /// The redactions for `payload`, in document order.
@@ -54,15 +55,6 @@ impl Redactor {
             self.collect(target, &mut path, &mut found);
         }
         found
-    }
-
-    fn any_leaf_matches(&self, value: &Value) -> bool {
-        match value {
-            Value::String(text) => self.regex.is_match(text),
-            Value::Array(items) => items.iter().any(|item| self.any_leaf_matches(item)),
-            Value::Object(members) => members.values().any(|item| self.any_leaf_matches(item)),
-            _ => false,
-        }
     }
 
     /// Walks `value`, keeping `path` equal to its pointer; the buffer is
@@ -160,9 +152,10 @@ mod tests {
     #[test]
     fn clean_or_absent_targets_find_nothing() {
         let r = redactor("/outputs", "sk-", "x");
-        assert!(!r.finds_any(&json!({"outputs": ["clean", 1, null]})));
-        assert!(!r.finds_any(&json!({"other": "sk-"})));
+        let finds = |payload: Value| r.finds_any(&HookPayload::from(payload));
+        assert!(!finds(json!({"outputs": ["clean", 1, null]})));
+        assert!(!finds(json!({"other": "sk-"})));
         assert!(r.redactions(&json!({"other": "sk-"})).is_empty());
-        assert!(r.finds_any(&json!({"outputs": [{"deep": ["sk-1"]}]})));
+        assert!(finds(json!({"outputs": [{"deep": ["sk-1"]}]})));
     }
 }

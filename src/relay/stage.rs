@@ -26,7 +26,8 @@ pub use super::stages::{stages, Stage};
 use crate::enforce::modify::{self, ModifyError, OutputMap, Target};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::{Decision, Disposition};
-use crate::hooks::{self, mcp, tool_call, HookRequest};
+use crate::hooks::tool_call::{ToolCallRequest, ToolCallResult};
+use crate::hooks::{self, mcp, HookRequest};
 use crate::jsonrpc::MessageKind;
 use crate::session::Session;
 use crate::telemetry::{spans, Trace};
@@ -77,7 +78,6 @@ pub enum Passage {
 #[derive(Debug)]
 struct Prefetched {
     hook: HookRequest,
-    sources: OutputMap,
     answer: Answer,
 }
 
@@ -144,14 +144,14 @@ async fn prefetch(
     if stages.len() < 2 || !session.config.guardian.batch {
         return Ok(nothing());
     }
-    let built: Option<Vec<(HookRequest, OutputMap)>> = stages
+    let built: Option<Vec<HookRequest>> = stages
         .iter()
         .map(|stage| build_hook(session, *stage, doc, flow))
         .collect();
     let Some(built) = built else {
         return Ok(nothing());
     };
-    let hooks: Vec<&HookRequest> = built.iter().map(|(hook, _)| hook).collect();
+    let hooks: Vec<&HookRequest> = built.iter().collect();
     let answers = match decide::decide_batch(session, &hooks, cancel).await {
         Prefetch::Answers(answers) => answers,
         Prefetch::Sequential => return Ok(nothing()),
@@ -160,13 +160,7 @@ async fn prefetch(
     Ok(built
         .into_iter()
         .zip(answers)
-        .map(|((hook, sources), answer)| {
-            Some(Prefetched {
-                hook,
-                sources,
-                answer,
-            })
-        })
+        .map(|(hook, answer)| Some(Prefetched { hook, answer }))
         .collect())
 }
 
@@ -203,17 +197,13 @@ async fn run(
     detach: &mut Option<oneshot::Sender<Outcome>>,
     ahead: Option<Prefetched>,
 ) -> StageResult {
-    let (hook, sources, decided) = match ahead {
-        Some(Prefetched {
-            hook,
-            sources,
-            answer,
-        }) => {
+    let (hook, decided) = match ahead {
+        Some(Prefetched { hook, answer }) => {
             let decided = decide::resolve(session, &hook, answer);
-            (hook, sources, decided)
+            (hook, decided)
         }
         None => {
-            let Some((hook, sources)) = build_hook(session, stage, doc, flow) else {
+            let Some(hook) = build_hook(session, stage, doc, flow) else {
                 return StageResult::Continue {
                     hook_id: None,
                     as_read: true,
@@ -222,13 +212,13 @@ async fn run(
             let Some(decided) = decide::decide(session, &hook, cancel).await else {
                 return StageResult::Cancelled;
             };
-            (hook, sources, decided)
+            (hook, decided)
         }
     };
     match decided.decision.decision {
         Disposition::Allow => record(session, &hook, &decided, flow, Action::Forwarded, None).await,
         Disposition::Deny => block(session, &hook, &decided, flow).await,
-        Disposition::Modify => modify(session, &hook, &decided, doc, flow, stage, sources).await,
+        Disposition::Modify => modify(session, &hook, &decided, doc, flow, stage).await,
         Disposition::Ask | Disposition::Defer => {
             hold(session, &hook, &decided, flow, cancel, detach).await
         }
@@ -241,13 +231,10 @@ fn build_hook(
     stage: Stage,
     doc: &MessageDoc,
     flow: &Flow,
-) -> Option<(HookRequest, OutputMap)> {
-    let (hook, outputs) = build_plain_hook(session, stage, doc, flow)?;
+) -> Option<HookRequest> {
+    let hook = build_plain_hook(session, stage, doc, flow)?;
     let step = spans::step(&flow.trace, &hook, session.metadata());
-    Some((
-        hook.with_called_as(flow.called_as.clone()).traced(step),
-        outputs,
-    ))
+    Some(hook.with_called_as(flow.called_as.clone()).traced(step))
 }
 
 fn build_plain_hook(
@@ -255,30 +242,39 @@ fn build_plain_hook(
     stage: Stage,
     doc: &MessageDoc,
     flow: &Flow,
-) -> Option<(HookRequest, OutputMap)> {
-    let provider = session.upstream.as_str();
+) -> Option<HookRequest> {
+    let provider = &session.provider;
     match stage {
         Stage::Wrapped => {
             let method = mcp::wrapped_method(&flow.context.mcp_method);
-            let hook = HookRequest::new(method, Arc::clone(&doc.value), flow.tool.clone());
-            Some((hook, OutputMap(Vec::new())))
+            Some(HookRequest::new(
+                method,
+                Arc::clone(&doc.value),
+                flow.tool.clone(),
+            ))
         }
         Stage::ToolCallRequest => {
-            let payload = tool_call::request_payload(&doc.value, provider)?;
-            let hook = HookRequest::new(hooks::TOOL_CALL_REQUEST, payload, flow.tool.clone());
-            Some((hook, OutputMap(Vec::new())))
+            let payload = ToolCallRequest::read(&doc.value, provider)?;
+            Some(HookRequest::new(
+                hooks::TOOL_CALL_REQUEST,
+                payload,
+                flow.tool.clone(),
+            ))
         }
         Stage::ToolCallResult => {
-            let tool = flow.tool.as_deref().unwrap_or("unknown");
-            let result = tool_call::result_payload(
+            let tool = flow.tool.clone().unwrap_or_else(|| Arc::from("unknown"));
+            let result = ToolCallResult::read(
                 &doc.value,
                 tool,
                 provider,
                 flow.request_ref,
                 flow.duration_ms,
             );
-            let hook = HookRequest::new(hooks::TOOL_CALL_RESULT, result.payload, flow.tool.clone());
-            Some((hook, OutputMap(result.sources)))
+            Some(HookRequest::new(
+                hooks::TOOL_CALL_RESULT,
+                result,
+                flow.tool.clone(),
+            ))
         }
     }
 }
@@ -331,10 +327,9 @@ async fn modify(
     doc: &mut MessageDoc,
     flow: &Flow,
     stage: Stage,
-    sources: OutputMap,
 ) -> StageResult {
     let applied = match &decided.decision.modifications {
-        Some(modifications) => apply_modifications(doc, modifications, stage, flow.kind, &sources),
+        Some(modifications) => apply_modifications(doc, modifications, stage, flow.kind, hook),
         None => Err(ModifyError::Empty),
     };
     match applied {
@@ -351,7 +346,7 @@ fn apply_modifications(
     modifications: &crate::guardian::decision::Modifications,
     stage: Stage,
     kind: MessageKind,
-    sources: &OutputMap,
+    hook: &HookRequest,
 ) -> Result<(), ModifyError> {
     match stage {
         Stage::Wrapped => {
@@ -365,7 +360,11 @@ fn apply_modifications(
             modify::tool_request_to_mcp(modifications)?.apply(doc.value_mut())
         }
         Stage::ToolCallResult => {
-            let mapped = modify::tool_result_to_mcp(modifications, sources)?;
+            // Where each output came from in the response the hook was
+            // asked about: wanted only here, so worked out only here.
+            let sources = hook.payload.tool_result().map(ToolCallResult::sources);
+            let mapped =
+                modify::tool_result_to_mcp(modifications, &OutputMap(sources.unwrap_or_default()))?;
             modify::apply(doc.value_mut(), &mapped, Target::WrappedMcpResponse)
         }
     }

@@ -58,7 +58,7 @@ pub fn step_span_name(method: &str) -> Option<&'static str> {
 
 /// The attributes of an ACS step span the proxy emits, from its hook.
 pub fn step_attributes(hook: &HookRequest, metadata: &Metadata) -> Vec<KeyValue> {
-    let payload = &*hook.payload;
+    let payload = hook.payload.tree();
     let text = |value: &Value| value.as_str().map(str::to_owned);
     let mut attributes = vec![KeyValue::new("acs.request_id", hook.request_id.to_string())];
     let put = |attributes: &mut Vec<KeyValue>, key: &'static str, value: Option<String>| {

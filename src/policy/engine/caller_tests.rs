@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::hooks::decision::Disposition;
-use crate::hooks::{Identity, IdentityDescriptor};
+use crate::hooks::{HookPayload, Identity, IdentityDescriptor};
 use serde_json::json;
 
 const CALL: &str = "steps/toolCallRequest";
@@ -34,7 +34,7 @@ fn caller(user: &str, roles: &[&str], tenant: Option<&str>) -> Identity {
 }
 
 fn decide(policy: &Policy, tool: &str, user: Option<&Identity>) -> (Disposition, Option<String>) {
-    let payload = json!({});
+    let payload = HookPayload::from(json!({}));
     let view = HookView::new(CALL, Some(tool), &payload).with_user(user);
     let rule = policy.matching_rule(&view).map(str::to_owned);
     (policy.evaluate(&view).decision, rule)

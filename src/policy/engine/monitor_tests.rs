@@ -2,13 +2,14 @@
 
 use super::*;
 use crate::hooks::decision::Disposition;
+use crate::hooks::HookPayload;
 use serde_json::json;
 
 const CALL: &str = "steps/toolCallRequest";
 
 fn evaluate(text: &str, tool: &str) -> Decision {
     let policy = Policy::from_toml_str("proxy.toml", text).unwrap_or_else(|e| panic!("{e}"));
-    let payload = json!({});
+    let payload = HookPayload::from(json!({}));
     policy.evaluate(&HookView::new(CALL, Some(tool), &payload))
 }
 
@@ -101,7 +102,7 @@ fn an_unknown_mode_is_rejected() {
 #[test]
 fn a_tool_named_two_ways_is_decided_by_the_server_name_first_then_the_agents() {
     let policy = Policy::from_toml_str("proxy.toml", TRIAL).unwrap_or_else(|e| panic!("{e}"));
-    let payload = json!({});
+    let payload = HookPayload::from(json!({}));
     let own = |tool| HookView::new(CALL, Some(tool), &payload);
     // The agent's name is denied; the server's own name matches nothing enforced.
     let decision = policy.evaluate_either(&own("lookup"), Some(&own("get-env")));
@@ -169,7 +170,7 @@ reasoning = "r"
 "#;
     let policy = Policy::from_toml_str("proxy.toml", text).unwrap_or_else(|e| panic!("{e}"));
     for argument in ["ok", "bad", "worse", "worst", "bad worse"] {
-        let payload = json!({"arguments": {"x": argument}});
+        let payload = HookPayload::from(json!({"arguments": {"x": argument}}));
         let view = |tool| HookView::new(CALL, Some(tool), &payload);
         for own in ["echo", "get-env", "lookup"] {
             for called in ["b__echo", "b__get-env", "c__lookup", "get-env", "echo"] {

@@ -1,5 +1,6 @@
 use super::*;
 use crate::guardian::decision::{Disposition, PolicyReference, Redaction};
+use crate::hooks::HookPayload;
 use serde_json::{json, Value};
 
 const CALL: &str = "steps/toolCallRequest";
@@ -10,12 +11,20 @@ fn policy(text: &str) -> Policy {
 }
 
 fn decide(policy: &Policy, method: &str, tool: Option<&str>, payload: &Value) -> Decision {
-    policy.evaluate(&HookView::new(method, tool, payload))
+    policy.evaluate(&HookView::new(
+        method,
+        tool,
+        &HookPayload::from(payload.clone()),
+    ))
 }
 
 fn rule_of(policy: &Policy, method: &str, tool: Option<&str>, payload: &Value) -> Option<String> {
     policy
-        .matching_rule(&HookView::new(method, tool, payload))
+        .matching_rule(&HookView::new(
+            method,
+            tool,
+            &HookPayload::from(payload.clone()),
+        ))
         .map(str::to_owned)
 }
 

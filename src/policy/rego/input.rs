@@ -45,7 +45,7 @@ pub(super) fn build(
     params.insert(key("request_id"), hook.request_id.to_string().into());
     params.insert(key("timestamp"), hook.timestamp.as_str().into());
     params.insert(key("metadata"), metadata_value(metadata));
-    params.insert(key("payload"), convert(&hook.payload));
+    params.insert(key("payload"), convert(hook.payload.tree()));
     if let Some(tenant) = metadata.tenant() {
         params.insert(key("tenant_id"), tenant.into());
     }

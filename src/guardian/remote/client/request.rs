@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use crate::guardian::remote::signing::{MacSink, SessionKey, SigningError, HMAC_SHA256};
 use crate::guardian::GuardianError;
-use crate::hooks::{HookRequest, Metadata};
+use crate::hooks::{HookPayload, HookRequest, Metadata};
 use crate::jcs::{self, JcsError, Sink};
 
 /// Length of a 32-byte HMAC-SHA256 tag in padded standard base64.
@@ -138,10 +138,22 @@ impl Tee<'_> {
 
     /// The payload: canonical into the MAC, as serde_json writes it into
     /// the body.
-    fn payload(&mut self, payload: &serde_json::Value) -> Result<(), GuardianError> {
-        jcs::write_value(&mut self.mac, payload).map_err(cannot_sign)?;
-        serde_json::to_writer(&mut *self.body, payload)
-            .map_err(|err| GuardianError::Malformed(format!("cannot serialize the request: {err}")))
+    fn payload(&mut self, payload: &HookPayload) -> Result<(), GuardianError> {
+        payload
+            .write_canonical(&mut self.mac)
+            .map_err(cannot_sign)?;
+        match payload {
+            HookPayload::Tree(tree) => {
+                serde_json::to_writer(&mut *self.body, &**tree).map_err(|err| {
+                    GuardianError::Malformed(format!("cannot serialize the request: {err}"))
+                })
+            }
+            // Built by the proxy from a parsed message, so its canonical
+            // form, already written once above, cannot fail here.
+            HookPayload::Step(_) => payload
+                .write_canonical(&mut *self.body)
+                .map_err(cannot_sign),
+        }
     }
 
     /// Writes `,"signature":{…}` into the body only (the signed input

@@ -1,0 +1,234 @@
+//! `params.payload` of a hook: a tree, or one of the tool steps read in
+//! place from the message it describes (see [`super::tool_call`]).
+//!
+//! Consumers ask the payload for what they need rather than for a tree:
+//! its canonical form ([`HookPayload::write_canonical`], for
+//! `request_hash` and signing), the value at a pointer
+//! ([`HookPayload::find`], for rule conditions), the string leaves under a
+//! pointer ([`HookPayload::any_string_under`], for redactions). A tool
+//! step answers those from its message where the pointer lies inside an
+//! argument or an output, and from its tree, built once on first use,
+//! otherwise.
+
+use std::sync::{Arc, OnceLock};
+
+use serde_json::Value;
+
+use super::pointer::{walk, PointerToken};
+use super::tool_call::{ToolCallRequest, ToolCallResult};
+use crate::jcs::{self, JcsError, Sink};
+
+/// A hook's payload. Cloning shares it.
+#[derive(Debug, Clone)]
+pub enum HookPayload {
+    /// A payload held as a tree: the MCP message itself for wrapped hooks,
+    /// and every payload the proxy builds as one.
+    Tree(Arc<Value>),
+    /// A tool step read from its `tools/call` message.
+    Step(Arc<ToolStep>),
+}
+
+/// A tool step's payload and, once something needed it, its tree.
+#[derive(Debug)]
+pub struct ToolStep {
+    step: Step,
+    tree: OnceLock<Value>,
+}
+
+#[derive(Debug)]
+enum Step {
+    Request(ToolCallRequest),
+    Result(ToolCallResult),
+}
+
+impl HookPayload {
+    /// The payload as a tree; a tool step builds it on first use.
+    pub fn tree(&self) -> &Value {
+        match self {
+            Self::Tree(tree) => tree,
+            Self::Step(step) => step.tree.get_or_init(|| match &step.step {
+                Step::Request(request) => request.to_value(),
+                Step::Result(result) => result.to_value(),
+            }),
+        }
+    }
+
+    /// The `steps/toolCallResult` this payload is, if it is one read from
+    /// its response.
+    pub fn tool_result(&self) -> Option<&ToolCallResult> {
+        match self {
+            Self::Step(step) => match &step.step {
+                Step::Result(result) => Some(result),
+                Step::Request(_) => None,
+            },
+            Self::Tree(_) => None,
+        }
+    }
+
+    /// Writes the payload's canonical (RFC 8785) form.
+    pub fn write_canonical<S: Sink>(&self, sink: &mut S) -> Result<(), JcsError> {
+        match self {
+            Self::Tree(tree) => jcs::write_value(sink, tree),
+            Self::Step(step) => match &step.step {
+                Step::Request(request) => request.write_canonical(sink),
+                Step::Result(result) => result.write_canonical(sink),
+            },
+        }
+    }
+
+    /// The value at the pointer spelled by `tokens`, as `Value::pointer`
+    /// finds it in [`Self::tree`].
+    pub fn find(&self, tokens: &[PointerToken]) -> Option<&Value> {
+        if let Self::Step(step) = self {
+            let in_message = match &step.step {
+                Step::Request(request) => request.find_in_message(tokens),
+                Step::Result(result) => result.find_in_message(tokens),
+            };
+            if let Some(found) = in_message {
+                return found;
+            }
+        }
+        walk(self.tree(), tokens)
+    }
+
+    /// Whether a string leaf at or under the pointer spelled by `tokens`
+    /// passes `test`.
+    pub fn any_string_under(&self, tokens: &[PointerToken], test: impl Fn(&str) -> bool) -> bool {
+        if let Self::Step(step) = self {
+            let in_message = match &step.step {
+                Step::Request(request) => request.values_under(tokens),
+                Step::Result(result) => result.values_under(tokens),
+            };
+            if let Some(values) = in_message {
+                return values
+                    .into_iter()
+                    .any(|value| any_string_leaf(value, &test));
+            }
+        }
+        walk(self.tree(), tokens).is_some_and(|value| any_string_leaf(value, &test))
+    }
+}
+
+impl From<Value> for HookPayload {
+    fn from(value: Value) -> Self {
+        Self::Tree(Arc::new(value))
+    }
+}
+
+impl From<Arc<Value>> for HookPayload {
+    fn from(value: Arc<Value>) -> Self {
+        Self::Tree(value)
+    }
+}
+
+impl From<ToolCallRequest> for HookPayload {
+    fn from(request: ToolCallRequest) -> Self {
+        Self::Step(Arc::new(ToolStep {
+            step: Step::Request(request),
+            tree: OnceLock::new(),
+        }))
+    }
+}
+
+impl From<ToolCallResult> for HookPayload {
+    fn from(result: ToolCallResult) -> Self {
+        Self::Step(Arc::new(ToolStep {
+            step: Step::Result(result),
+            tree: OnceLock::new(),
+        }))
+    }
+}
+
+/// Whether a string leaf of `value` passes `test`.
+fn any_string_leaf(value: &Value, test: &impl Fn(&str) -> bool) -> bool {
+    match value {
+        Value::String(text) => test(text),
+        Value::Array(items) => items.iter().any(|item| any_string_leaf(item, test)),
+        Value::Object(members) => members.values().any(|item| any_string_leaf(item, test)),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use uuid::Uuid;
+
+    use super::*;
+
+    fn tokens(pointer: &str) -> Box<[PointerToken]> {
+        PointerToken::split(pointer)
+    }
+
+    fn steps() -> Vec<HookPayload> {
+        let provider: Arc<str> = Arc::from("demo");
+        let request = Arc::new(json!({"params":{"name":"run","arguments":{
+            "command":"rm -rf /tmp","a/b":"slash","opts":{"deep":["a","ssn 123-45-6789"]},"n":3}}}));
+        let response = Arc::new(json!({"result":{"content":[
+            {"type":"text","text":"ssn 123-45-6789"},{"type":"image","data":"AA=="}],
+            "structuredContent":{"k":[1,"x"]}}}));
+        vec![
+            ToolCallRequest::read(&request, &provider).unwrap().into(),
+            ToolCallResult::read(&response, Arc::from("run"), &provider, Some(Uuid::nil()), 7)
+                .into(),
+        ]
+    }
+
+    /// A step answers every pointer as its tree would, whether it reads
+    /// the message or falls back to the tree.
+    #[test]
+    fn a_step_finds_what_its_tree_holds() {
+        let pointers = [
+            "",
+            "/tool",
+            "/tool/name",
+            "/tool/provider",
+            "/arguments",
+            "/arguments/command",
+            "/arguments/command/value",
+            "/arguments/opts/value/deep/1",
+            "/arguments/opts/value/deep/01",
+            "/arguments/n/value",
+            "/arguments/missing/value",
+            "/outputs",
+            "/outputs/0",
+            "/outputs/0/value",
+            "/outputs/1/value/data",
+            "/outputs/2/value/k/1",
+            "/outputs/3/value",
+            "/outputs/+1/value",
+            "/arguments/a~1b/value",
+            "/arguments/opts/value/deep",
+            "/exit_status",
+            "/duration_ms",
+            "/request_id_ref",
+        ];
+        for step in steps() {
+            let tree = HookPayload::from(step.tree().clone());
+            for pointer in pointers {
+                assert_eq!(
+                    step.find(&tokens(pointer)),
+                    tree.tree().pointer(pointer),
+                    "{pointer}"
+                );
+                for needle in ["123-45", "rm -rf", "run", "demo", "AA==", "x", "nothing"] {
+                    let test = |text: &str| text.contains(needle);
+                    assert_eq!(
+                        step.any_string_under(&tokens(pointer), test),
+                        tree.any_string_under(&tokens(pointer), test),
+                        "{pointer} {needle}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_steps_canonical_form_is_its_trees() {
+        for step in steps() {
+            let mut written = Vec::new();
+            step.write_canonical(&mut written).unwrap();
+            assert_eq!(written, jcs::canonical_bytes(step.tree()).unwrap());
+        }
+    }
+}
