@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use super::head::{ChainHead, Linked, Tip};
 use super::record::AuditRecord;
 use super::AuditError;
-use crate::hooks::Identity;
+use crate::hooks::{Identity, Stamp};
 
 /// One session's chain state: who and what every entry names, the head
 /// entries are hashed onto, and the last entry the writer put in the file.
@@ -115,7 +115,7 @@ pub(crate) struct Deferred {
     /// the writer's queue, and moves as a pointer.
     pub(crate) record: Box<AuditRecord>,
     /// When it was appended, which is when the step happened.
-    pub(crate) timestamp: String,
+    pub(crate) timestamp: Stamp,
     /// The `entry_id` its appender was given.
     pub(crate) entry_id: u64,
 }
@@ -136,7 +136,7 @@ impl Deferred {
             let mut head = link.lock_head();
             link.resync(&mut head, epoch);
             link.complete(&mut record);
-            head.link_into(&link.session_id, &record, &timestamp, out)?
+            head.link_into(&link.session_id, &record, timestamp.as_str(), out)?
         };
         debug_assert_eq!(tip.entry_id, entry_id, "numbered in order");
         Ok(Written { link, tip })

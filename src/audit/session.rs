@@ -198,7 +198,7 @@ impl AuditChain {
         let mut sequence = lock(&self.sequence);
         // Stamped now, in numbering order: the step happens now, not when
         // the writer links it.
-        let timestamp = crate::hooks::now_rfc3339();
+        let timestamp = crate::hooks::Stamp::now();
         let epoch = self.log.status().epoch();
         let entry_id = sequence.next(epoch, || self.link.on_disk().entry_id);
         permit.send(Command::Append {

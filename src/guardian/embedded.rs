@@ -164,6 +164,15 @@ impl Guardian for EmbeddedGuardian {
         future::ready(self.decide_now(hook, metadata, Some(context))).boxed()
     }
 
+    fn decide_at_once(
+        &self,
+        hook: &HookRequest,
+        metadata: &Metadata,
+        context: Option<&GatewayContext>,
+    ) -> Option<Result<Decision, GuardianError>> {
+        Some(self.decide_now(hook, metadata, context))
+    }
+
     fn source(&self) -> DecisionSource {
         DecisionSource::Embedded
     }

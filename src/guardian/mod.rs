@@ -134,6 +134,19 @@ pub trait Guardian: Send + Sync {
         metadata: &'a Metadata,
     ) -> BoxFuture<'a, Result<Decision, GuardianError>>;
 
+    /// Decides one hook at once, when this Guardian runs in process and
+    /// never waits: the caller then skips the future, and with it the
+    /// decision's timeout, which an in-process answer cannot miss. `None`
+    /// (the default): ask through [`Guardian::decide`].
+    fn decide_at_once(
+        &self,
+        _hook: &HookRequest,
+        _metadata: &Metadata,
+        _context: Option<&GatewayContext>,
+    ) -> Option<Result<Decision, GuardianError>> {
+        None
+    }
+
     /// Whether this Guardian reads [`GatewayContext`]: the caller gathers
     /// it (and calls [`Guardian::decide_in_context`]) only then.
     fn wants_context(&self) -> bool {

@@ -18,18 +18,45 @@ const FALLBACK: &str = "1970-01-01T00:00:00.000Z";
 /// Fixed width, so that hashed entries are reproducible byte for byte and
 /// entries sort as text.
 pub fn now_rfc3339() -> String {
-    match SystemTime::now().duration_since(UNIX_EPOCH) {
-        Ok(since) => format_millis(since.as_secs(), since.subsec_millis()),
-        Err(_) => FALLBACK.to_owned(),
+    Stamp::now().as_str().to_owned()
+}
+
+/// A timestamp as [`now_rfc3339`] spells it, kept inline: the audit queue
+/// stamps every entry it numbers, and a `String` each was an allocation
+/// per hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp([u8; LEN]);
+
+impl Stamp {
+    /// Now.
+    pub fn now() -> Self {
+        match SystemTime::now().duration_since(UNIX_EPOCH) {
+            Ok(since) => Self(format_millis(since.as_secs(), since.subsec_millis())),
+            Err(_) => Self::fallback(),
+        }
+    }
+
+    fn fallback() -> Self {
+        let mut bytes = [0u8; LEN];
+        bytes.copy_from_slice(FALLBACK.as_bytes());
+        Self(bytes)
+    }
+
+    /// The timestamp's text.
+    pub fn as_str(&self) -> &str {
+        // Every byte is an ASCII digit or separator (see `format_millis`),
+        // so this cannot fail; checked, not lossy, because the lossy
+        // conversion walks the bytes as UTF-8 chunks before copying them.
+        std::str::from_utf8(&self.0).unwrap_or(FALLBACK)
     }
 }
 
 /// Formats `unix_secs` seconds and `millis` milliseconds after the epoch.
-fn format_millis(unix_secs: u64, millis: u32) -> String {
+fn format_millis(unix_secs: u64, millis: u32) -> [u8; LEN] {
     let days = unix_secs / 86_400;
     let of_day = unix_secs % 86_400;
     let Some((year, month, day)) = civil_from_days(days) else {
-        return FALLBACK.to_owned();
+        return Stamp::fallback().0;
     };
     let mut out = [0u8; LEN];
     put(&mut out[0..4], year);
@@ -46,10 +73,7 @@ fn format_millis(unix_secs: u64, millis: u32) -> String {
     out[19] = b'.';
     put(&mut out[20..23], millis.min(999));
     out[23] = b'Z';
-    // Every byte written above is an ASCII digit or separator, so this
-    // cannot fail; checked, not lossy, because the lossy conversion walks
-    // the bytes as UTF-8 chunks before copying them.
-    std::str::from_utf8(&out).map_or_else(|_| FALLBACK.to_owned(), str::to_owned)
+    out
 }
 
 /// Writes `value` as exactly `out.len()` decimal digits, zero-padded.
@@ -111,7 +135,7 @@ mod tests {
         for (index, secs) in samples.into_iter().enumerate() {
             let millis = (index as u32 * 7) % 1000;
             assert_eq!(
-                format_millis(secs as u64, millis),
+                Stamp(format_millis(secs as u64, millis)).as_str(),
                 reference(secs, millis),
                 "{secs}"
             );
@@ -127,6 +151,6 @@ mod tests {
 
     #[test]
     fn beyond_year_9999_falls_back() {
-        assert_eq!(format_millis(253_402_300_800, 0), FALLBACK);
+        assert_eq!(Stamp(format_millis(253_402_300_800, 0)).as_str(), FALLBACK);
     }
 }

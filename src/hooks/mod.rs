@@ -21,7 +21,7 @@ mod payload;
 mod pointer;
 pub mod tool_call;
 
-pub use clock::now_rfc3339;
+pub use clock::{now_rfc3339, Stamp};
 pub use context::{GatewayContext, VirtualRoute};
 pub use envelope::{HookRequest, Metadata, ParamsHead, ACS_VERSION, PLATFORM};
 pub use identity::{Identity, IdentityDescriptor};

@@ -58,6 +58,9 @@ pub async fn decide(
         return Some(count(hook, decided));
     }
     let started = Instant::now();
+    if let Some(decided) = decide_at_once(session, hook, cancel, started) {
+        return decided;
+    }
     let context;
     let asked = if session.guardian.wants_context() {
         context = gateway_context(session, hook);
@@ -91,6 +94,38 @@ pub async fn decide(
         elapsed: started.elapsed(),
     };
     Some(resolve(session, hook, answer))
+}
+
+/// [`decide`] for a Guardian that answers in process: no future to drive
+/// and no timeout to arm. `None` when the Guardian does not answer so;
+/// `Some(None)` when `cancel` fired first, as [`decide`] would report it.
+fn decide_at_once(
+    session: &Session,
+    hook: &HookRequest,
+    cancel: &CancellationToken,
+    started: Instant,
+) -> Option<Option<Decided>> {
+    let context = session
+        .guardian
+        .wants_context()
+        .then(|| gateway_context(session, hook));
+    let result = session
+        .guardian
+        .decide_at_once(hook, session.metadata(), context.as_ref())?;
+    let evaluation = spans::guardian(
+        &hook.trace,
+        &hook.method,
+        session.guardian.source().as_str(),
+    );
+    if cancel.is_cancelled() {
+        return Some(None);
+    }
+    traced::evaluated(&evaluation, &result);
+    let answer = Answer {
+        result,
+        elapsed: started.elapsed(),
+    };
+    Some(Some(resolve(session, hook, answer)))
 }
 
 /// The Guardian's answer to one hook, asked ahead of the hook's stage in a

@@ -234,8 +234,8 @@ async fn handle_request(
     if method == "initialize" {
         inventory::note_initialize_request(session, &doc.value);
     }
+    let context = context_of(direction, &message, &method);
     if direction == Direction::ClientToServer {
-        let context = context_of(direction, &message, &method);
         if let Some(refusal) =
             integrity::check_call(session, &method, &doc.value, &id, &context).await
         {
@@ -244,7 +244,7 @@ async fn handle_request(
         }
     }
     let flow = Flow {
-        context: context_of(direction, &message, &method),
+        context,
         kind: MessageKind::Request,
         called_as: session.tool_called_as(tool.as_deref()),
         tool,
