@@ -156,6 +156,46 @@ pub fn hex_lower(bytes: &[u8]) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
+/// A SHA-256 digest in lowercase hex, kept inline: every audit entry
+/// yields one that its chain keeps for the next entry, and a `String`
+/// each (and its copy for the chain) was two allocations per entry.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct HexDigest([u8; 64]);
+
+impl HexDigest {
+    /// The hex spelling of `digest`.
+    pub fn of(digest: &[u8; 32]) -> Self {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 64];
+        for (pair, byte) in out.chunks_exact_mut(2).zip(digest) {
+            pair[0] = DIGITS[usize::from(byte >> 4)];
+            pair[1] = DIGITS[usize::from(byte & 0x0f)];
+        }
+        Self(out)
+    }
+
+    /// `text` as a digest, when it is 64 lowercase hex digits.
+    pub fn parse(text: &str) -> Option<Self> {
+        let bytes: [u8; 64] = text.as_bytes().try_into().ok()?;
+        bytes
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+            .then_some(Self(bytes))
+    }
+
+    /// The digest's text.
+    pub fn as_str(&self) -> &str {
+        // Every byte is an ASCII digit or letter, so this cannot fail.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for HexDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The SHA-256 hex digest of `value`'s canonical form. A value JCS cannot
 /// express (a number beyond the double range) is digested in its compact
 /// serialization instead, so hostile input still gets a stable digest
@@ -475,6 +515,18 @@ mod tests {
         let bytes: Vec<u8> = (0..=255).collect();
         assert_eq!(hex_lower(&bytes), hex::encode(&bytes));
         assert_eq!(hex_lower(&[]), "");
+    }
+
+    #[test]
+    fn hex_digests_match_the_hex_crate_and_parse_back() {
+        let digest: [u8; 32] = std::array::from_fn(|i| (i * 37 + 5) as u8);
+        let hex = HexDigest::of(&digest);
+        assert_eq!(hex.as_str(), hex::encode(digest));
+        assert_eq!(HexDigest::parse(hex.as_str()), Some(hex));
+        let upper = hex.as_str().to_uppercase();
+        for not_a_digest in ["", "ab", &upper, &"g".repeat(64), &"a".repeat(65)] {
+            assert_eq!(HexDigest::parse(not_a_digest), None, "{not_a_digest}");
+        }
     }
 
     fn canonical_string(json: &str) -> String {

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use super::content::Content;
 use super::entry::ContextEntry;
 use super::AuditError;
-use crate::jcs::{self, HashSink, JcsError, Sink};
+use crate::jcs::{self, HashSink, HexDigest, JcsError, Sink};
 
 /// Computes the §8.2 `entry_hash` of `entry` from its content and its
 /// `previous_hash` (the stored `entry_hash` is ignored), streamed into the
@@ -51,7 +51,7 @@ fn hashed_line(entry: &ContextEntry) -> Result<(String, Vec<u8>), AuditError> {
         entry.previous_hash.as_deref(),
         &mut line,
     )?;
-    Ok((hash, line))
+    Ok((hash.as_str().to_owned(), line))
 }
 
 /// Appends the JSONL line (newline included) of the entry of `content`
@@ -65,7 +65,7 @@ pub(crate) fn hashed_line_into(
     content: &Content<'_>,
     previous_hash: Option<&str>,
     out: &mut Vec<u8>,
-) -> Result<String, AuditError> {
+) -> Result<HexDigest, AuditError> {
     let previous = previous_digest(previous_hash)?;
     let start = out.len();
     if let Err(error) = content.write(out) {
@@ -77,12 +77,12 @@ pub(crate) fn hashed_line_into(
     if let Some(previous) = &previous {
         hasher.update(previous);
     }
-    let hash = jcs::hex_lower(&hasher.finalize());
+    let hash = HexDigest::of(&hasher.finalize().into());
     // The content always has members (entry_id, …), so it ends in `}`
     // preceded by a member: replace the brace with a comma.
     out.pop();
     out.extend_from_slice(b",\"entry_hash\":\"");
-    out.extend_from_slice(hash.as_bytes());
+    out.extend_from_slice(hash.as_str().as_bytes());
     out.extend_from_slice(b"\",\"previous_hash\":");
     match previous_hash {
         Some(previous) => jcs::write_str(out, previous),
@@ -446,6 +446,7 @@ mod tests {
             };
             let mut line = b"before\n".to_vec();
             let hash = record.hashed_line_into(position, &mut line).unwrap();
+            let hash = hash.as_str().to_owned();
             let entry = record.into_entry(
                 "s",
                 position.entry_id,

@@ -7,13 +7,14 @@
 
 use super::record::{AuditRecord, Position};
 use super::AuditError;
+use crate::jcs::HexDigest;
 
 /// The last entry of a chain: its `entry_id` (0 before the first) and
 /// `entry_hash`.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Tip {
     pub(crate) entry_id: u64,
-    pub(crate) hash: Option<String>,
+    pub(crate) hash: Option<HexDigest>,
 }
 
 /// The next `entry_id` and the latest `entry_hash` of a session, and the
@@ -27,7 +28,7 @@ pub(crate) struct ChainHead {
 impl ChainHead {
     /// The latest `entry_hash`, or `None` before the first entry.
     pub(crate) fn hash(&self) -> Option<&str> {
-        self.tip.hash.as_deref()
+        self.tip.hash.as_ref().map(HexDigest::as_str)
     }
 
     /// Brings the head into the log's current `epoch`. When the log failed
@@ -82,7 +83,7 @@ impl ChainHead {
             session_id,
             entry_id,
             timestamp,
-            previous_hash: self.tip.hash.as_deref(),
+            previous_hash: self.tip.hash.as_ref().map(HexDigest::as_str),
         };
         let hash = record.hashed_line_into(position, out)?;
         self.tip = Tip {
@@ -173,7 +174,7 @@ mod tests {
             .unwrap();
         let on_disk = Tip {
             entry_id: 1,
-            hash: Some(first.entry_hash.clone()),
+            hash: HexDigest::parse(&first.entry_hash),
         };
         head.resync(0, || unreachable!("same epoch, no rewind"));
         head.resync(1, || on_disk.clone());

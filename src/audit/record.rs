@@ -19,6 +19,7 @@ use super::AuditError;
 use crate::enforce::Action;
 use crate::guardian::DecisionSource;
 use crate::hooks::Identity;
+use crate::jcs::HexDigest;
 use crate::session::Direction;
 
 /// A step to be recorded, built up with chained setters.
@@ -275,7 +276,7 @@ impl AuditRecord {
         &self,
         position: Position<'_>,
         out: &mut Vec<u8>,
-    ) -> Result<String, AuditError> {
+    ) -> Result<HexDigest, AuditError> {
         let mut step_id = Uuid::encode_buffer();
         let mut entry_id = itoa::Buffer::new();
         let content = self.content(

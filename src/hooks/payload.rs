@@ -95,14 +95,13 @@ impl HookPayload {
     /// passes `test`.
     pub fn any_string_under(&self, tokens: &[PointerToken], test: impl Fn(&str) -> bool) -> bool {
         if let Self::Step(step) = self {
+            let leaves = |value: &Value| any_string_leaf(value, &test);
             let in_message = match &step.step {
-                Step::Request(request) => request.values_under(tokens),
-                Step::Result(result) => result.values_under(tokens),
+                Step::Request(request) => request.any_under(tokens, leaves),
+                Step::Result(result) => result.any_under(tokens, leaves),
             };
-            if let Some(values) = in_message {
-                return values
-                    .into_iter()
-                    .any(|value| any_string_leaf(value, &test));
+            if let Some(found) = in_message {
+                return found;
             }
         }
         walk(self.tree(), tokens).is_some_and(|value| any_string_leaf(value, &test))

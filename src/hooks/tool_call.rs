@@ -111,19 +111,22 @@ impl ToolCallRequest {
         }
     }
 
-    /// The message's values holding every string leaf at or under the
-    /// pointer `tokens`, for a pointer inside `/arguments`; `None` for any
-    /// other pointer.
-    pub(super) fn values_under<'v>(&'v self, tokens: &[PointerToken]) -> Option<Vec<&'v Value>> {
+    /// Whether one of the message's values holding the string leaves at or
+    /// under the pointer `tokens` passes `test`, for a pointer inside
+    /// `/arguments`; `None` for any other pointer.
+    pub(super) fn any_under(
+        &self,
+        tokens: &[PointerToken],
+        test: impl Fn(&Value) -> bool,
+    ) -> Option<bool> {
         let arguments = self.arguments();
         match tokens {
             [first, rest @ ..] if first.key == "arguments" => Some(match rest {
-                [] => arguments.map_or_else(Vec::new, |args| args.values().collect()),
+                [] => arguments.is_some_and(|args| args.values().any(test)),
                 [key] => arguments
                     .and_then(|args| args.get(key.key.as_str()))
-                    .into_iter()
-                    .collect(),
-                _ => self.find_in_message(tokens)?.into_iter().collect(),
+                    .is_some_and(test),
+                _ => self.find_in_message(tokens)?.is_some_and(test),
             }),
             _ => None,
         }
@@ -317,19 +320,19 @@ impl ToolCallResult {
         }
     }
 
-    /// The response's values holding every string leaf at or under the
-    /// pointer `tokens`, for a pointer inside `/outputs`; `None` for any
-    /// other pointer.
-    pub(super) fn values_under<'v>(&'v self, tokens: &[PointerToken]) -> Option<Vec<&'v Value>> {
+    /// Whether one of the response's values holding the string leaves at
+    /// or under the pointer `tokens` passes `test`, for a pointer inside
+    /// `/outputs`; `None` for any other pointer.
+    pub(super) fn any_under(
+        &self,
+        tokens: &[PointerToken],
+        test: impl Fn(&Value) -> bool,
+    ) -> Option<bool> {
         match tokens {
             [first, rest @ ..] if first.key == "outputs" => Some(match rest {
-                [] => self.outputs().map(|(_, value)| value).collect(),
-                [index] => index
-                    .index
-                    .and_then(|i| self.output(i))
-                    .into_iter()
-                    .collect(),
-                _ => self.find_in_message(tokens)?.into_iter().collect(),
+                [] => self.outputs().any(|(_, value)| test(value)),
+                [index] => index.index.and_then(|i| self.output(i)).is_some_and(test),
+                _ => self.find_in_message(tokens)?.is_some_and(test),
             }),
             _ => None,
         }
@@ -452,13 +455,17 @@ mod tests {
             "a wrapper only the tree has"
         );
         assert_eq!(found("/tool/name"), None);
-        let under = |pointer| step.values_under(&tokens(pointer)).map(|v| v.len());
-        assert_eq!(under("/arguments"), Some(2));
-        assert_eq!(under("/arguments/opts"), Some(1));
-        assert_eq!(under("/arguments/opts/value/deep"), Some(1));
-        assert_eq!(under("/arguments/none"), Some(0));
-        assert_eq!(under(""), None);
-        assert_eq!(under("/tool"), None);
+        let under = |pointer, needle| {
+            step.any_under(&tokens(pointer), |value: &Value| {
+                value.to_string().contains(needle)
+            })
+        };
+        assert_eq!(under("/arguments", "rm"), Some(true));
+        assert_eq!(under("/arguments/opts", "rm"), Some(false));
+        assert_eq!(under("/arguments/opts/value/deep", "b"), Some(true));
+        assert_eq!(under("/arguments/none", ""), Some(false));
+        assert_eq!(under("", "run"), None);
+        assert_eq!(under("/tool", "run"), None);
     }
 
     #[test]
@@ -546,10 +553,15 @@ mod tests {
         assert_eq!(found("/outputs/3/value"), Some(None));
         assert_eq!(found("/outputs/x/value"), Some(None));
         assert_eq!(found("/exit_status"), None);
-        let under = |pointer| step.values_under(&tokens(pointer)).map(|v| v.len());
-        assert_eq!(under("/outputs"), Some(3));
-        assert_eq!(under("/outputs/1"), Some(1));
-        assert_eq!(under("/outputs/9"), Some(0));
-        assert_eq!(under("/tool"), None);
+        let under = |pointer, needle| {
+            step.any_under(&tokens(pointer), |value: &Value| {
+                value.to_string().contains(needle)
+            })
+        };
+        assert_eq!(under("/outputs", "AA=="), Some(true));
+        assert_eq!(under("/outputs/1", "a"), Some(true));
+        assert_eq!(under("/outputs/1", "\"a\""), Some(false));
+        assert_eq!(under("/outputs/9", ""), Some(false));
+        assert_eq!(under("/tool", "run"), None);
     }
 }

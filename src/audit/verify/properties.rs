@@ -62,7 +62,7 @@ fn build_log(lengths: &[usize], mut seed: u64) -> Vec<Entry> {
         entries.push(Entry {
             session: name,
             entry_id: linked.tip.entry_id,
-            entry_hash: linked.tip.hash.clone().unwrap(),
+            entry_hash: linked.tip.hash.unwrap().as_str().to_owned(),
             sealing,
             line: String::from_utf8(linked.line)
                 .unwrap()
