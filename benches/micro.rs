@@ -388,7 +388,7 @@ fn bench_modify(c: &mut Criterion) {
 }
 
 /// What `record_hook` appends for an allowed `tools/call` request hook.
-fn typical_record(step: u64) -> AuditRecord {
+fn typical_record(step: u64) -> Box<AuditRecord> {
     AuditRecord::new(
         Uuid::from_u128(u128::from(step)).to_string(),
         "steps/toolCallRequest",

@@ -49,7 +49,7 @@ impl ChainHead {
     pub(crate) fn link(
         &mut self,
         session_id: &str,
-        record: AuditRecord,
+        record: &AuditRecord,
     ) -> Result<Linked, AuditError> {
         // The same fixed-width RFC 3339 form hook envelopes use, so entries
         // sort as text.
@@ -60,12 +60,12 @@ impl ChainHead {
     pub(crate) fn link_at(
         &mut self,
         session_id: &str,
-        record: AuditRecord,
+        record: &AuditRecord,
         timestamp: String,
     ) -> Result<Linked, AuditError> {
         // Typical entries are 500-700 bytes; sizing up front saves regrowing.
         let mut line = Vec::with_capacity(1024);
-        let tip = self.link_into(session_id, &record, &timestamp, &mut line)?;
+        let tip = self.link_into(session_id, record, &timestamp, &mut line)?;
         Ok(Linked { line, tip })
     }
 
@@ -141,11 +141,11 @@ mod tests {
         let mut head = ChainHead::default();
         let first = entry(
             &head
-                .link("s", AuditRecord::new("a", "steps/sessionStart"))
+                .link("s", &AuditRecord::new("a", "steps/sessionStart"))
                 .unwrap(),
         );
         let second = head
-            .link("s", AuditRecord::new("b", "steps/toolCallRequest"))
+            .link("s", &AuditRecord::new("b", "steps/toolCallRequest"))
             .unwrap();
         assert!(second.line.ends_with(b"\n"));
         let second = entry(&second);
@@ -167,10 +167,10 @@ mod tests {
         let mut head = ChainHead::default();
         let first = entry(
             &head
-                .link("s", AuditRecord::new("a", "steps/sessionStart"))
+                .link("s", &AuditRecord::new("a", "steps/sessionStart"))
                 .unwrap(),
         );
-        head.link("s", AuditRecord::new("b", "steps/toolCallRequest"))
+        head.link("s", &AuditRecord::new("b", "steps/toolCallRequest"))
             .unwrap();
         let on_disk = Tip {
             entry_id: 1,
@@ -180,7 +180,7 @@ mod tests {
         head.resync(1, || on_disk.clone());
         let again = entry(
             &head
-                .link("s", AuditRecord::new("c", "steps/toolCallRequest"))
+                .link("s", &AuditRecord::new("c", "steps/toolCallRequest"))
                 .unwrap(),
         );
         assert_eq!(again.entry_id, "2");
@@ -196,7 +196,7 @@ mod tests {
         let mut link = |epoch: u64, on_disk: &Tip| {
             head.resync(epoch, || on_disk.clone());
             let linked = head
-                .link("s", AuditRecord::new("r", "steps/toolCallRequest"))
+                .link("s", &AuditRecord::new("r", "steps/toolCallRequest"))
                 .unwrap();
             linked.tip.entry_id
         };

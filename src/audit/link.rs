@@ -63,7 +63,7 @@ impl Link {
     ) -> Result<Linked, AuditError> {
         self.resync(head, epoch);
         self.complete(&mut record);
-        head.link_at(&self.session_id, *record, timestamp)
+        head.link_at(&self.session_id, &record, timestamp)
     }
 
     /// The latest `entry_hash` linked in `epoch`, `None` before the first.

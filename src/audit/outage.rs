@@ -75,7 +75,7 @@ impl Outage {
             .action(Action::Recorded)
             .detail(detail);
         let session_id = format!("acs-proxy-audit-{}", Uuid::new_v4());
-        Ok(ChainHead::default().link(&session_id, record)?.line)
+        Ok(ChainHead::default().link(&session_id, &record)?.line)
     }
 }
 

@@ -426,7 +426,7 @@ pub async fn record_hook(
         record = record.detail(detail);
     }
     METRICS.count_enforcement(action.as_str());
-    append(session, Box::new(with_context(record, context, action))).await
+    append(session, with_context(record, context, action)).await
 }
 
 /// Appends an enforcement event (no hook of its own: a posture fallback, an
@@ -448,7 +448,7 @@ pub async fn record_event(
         record = record.reasoning(reasoning.as_str());
     }
     METRICS.count_enforcement(action.as_str());
-    append(session, Box::new(with_context(record, context, action))).await
+    append(session, with_context(record, context, action)).await
 }
 
 /// Appends the enforcement event of a call a `[[policy.limit]]` refused,
@@ -471,14 +471,14 @@ pub async fn record_limit_refusal(
         record = record.reasoning(reasoning.as_str());
     }
     METRICS.count_enforcement(Action::Blocked.as_str());
-    append(
-        session,
-        Box::new(with_context(record, context, Action::Blocked)),
-    )
-    .await
+    append(session, with_context(record, context, Action::Blocked)).await
 }
 
-fn with_context(record: AuditRecord, context: &MessageContext, action: Action) -> AuditRecord {
+fn with_context(
+    record: Box<AuditRecord>,
+    context: &MessageContext,
+    action: Action,
+) -> Box<AuditRecord> {
     let mut record = record.direction(context.direction).action(action);
     if !context.mcp_method.is_empty() {
         record = record.mcp_method(mcp::method_name(&context.mcp_method));

@@ -58,7 +58,7 @@ fn build_log(lengths: &[usize], mut seed: u64) -> Vec<Entry> {
             .mcp_id(serde_json::json!(entries.len()));
         let name = format!("s{session}");
         let timestamp = format!("2026-12-02T11:15:{:02}.000Z", entries.len());
-        let linked = heads[session].link_at(&name, record, timestamp).unwrap();
+        let linked = heads[session].link_at(&name, &record, timestamp).unwrap();
         entries.push(Entry {
             session: name,
             entry_id: linked.tip.entry_id,

@@ -25,7 +25,7 @@ fn sample_lines() -> Vec<String> {
                 .mcp_id(serde_json::json!(index));
             let timestamp = format!("2026-12-02T11:15:{index:02}.000Z");
             let linked = heads[session]
-                .link_at(["a", "b"][session], record, timestamp)
+                .link_at(["a", "b"][session], &record, timestamp)
                 .unwrap();
             String::from_utf8(linked.line)
                 .unwrap()

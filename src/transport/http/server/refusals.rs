@@ -171,7 +171,7 @@ async fn record_all(
     }
 }
 
-fn refusal_record(detail: String, refusal: Option<Refusal>) -> AuditRecord {
+fn refusal_record(detail: String, refusal: Option<Refusal>) -> Box<AuditRecord> {
     let mut record = AuditRecord::new(uuid::Uuid::new_v4().to_string(), ENFORCEMENT_STEP_TYPE)
         .decision("deny")
         .decision_source(DecisionSource::Proxy)
@@ -192,7 +192,7 @@ fn refusal_record(detail: String, refusal: Option<Refusal>) -> AuditRecord {
     record
 }
 
-async fn append(chain: &AuditChain, record: AuditRecord) {
+async fn append(chain: &AuditChain, record: Box<AuditRecord>) {
     match chain.append(record).await {
         Ok(_) => METRICS.audit_entries_total.inc(),
         Err(err) => {
