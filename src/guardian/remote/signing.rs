@@ -28,10 +28,12 @@ pub use mac_sink::MacSink;
 pub use secret::{SecretError, SigningSecret, MIN_SECRET_BYTES};
 pub use session_key::SessionKey;
 pub use sign::{sign_request, sign_response, SigningError};
-pub use verify::{verify_response, SignatureError};
+pub use verify::{verify_response, verify_signed, SignatureError};
 
 use serde_json::Value;
 
+use super::borrowed_json::{self, BorrowedJson};
+use super::json_view::JsonView;
 use crate::jcs::{self, JcsError, Sink};
 
 /// The baseline algorithm, spelled as in the §10.1 registry. It is the only
@@ -73,6 +75,34 @@ pub fn write_signed_input<S: Sink>(
     Ok(())
 }
 
+/// A parsed envelope whose signed input can be written: the same bytes
+/// whichever tree holds it, so a reply is verified over exactly the tree
+/// it is then read from.
+pub trait SignedEnvelope: JsonView {
+    /// Streams JCS of this envelope without `member.signature` into `sink`.
+    fn write_signed_input<S: Sink>(&self, sink: &mut S, member: &str) -> Result<(), JcsError>;
+}
+
+impl SignedEnvelope for Value {
+    fn write_signed_input<S: Sink>(&self, sink: &mut S, member: &str) -> Result<(), JcsError> {
+        write_signed_input(sink, self, member)
+    }
+}
+
+impl SignedEnvelope for BorrowedJson<'_> {
+    fn write_signed_input<S: Sink>(&self, sink: &mut S, member: &str) -> Result<(), JcsError> {
+        let BorrowedJson::Object(members) = self else {
+            return borrowed_json::write_canonical(sink, self);
+        };
+        borrowed_json::write_object_with(sink, members, &[], |sink, key, value| match value {
+            BorrowedJson::Object(inner) if key == member => {
+                borrowed_json::write_object_without(sink, inner, &["signature"])
+            }
+            _ => borrowed_json::write_canonical(sink, value),
+        })
+    }
+}
+
 /// The signed input as bytes, for comparison with published vectors.
 #[cfg(test)]
 fn signed_input(envelope: &Value, member: &str) -> Result<Vec<u8>, JcsError> {
@@ -84,8 +114,8 @@ fn signed_input(envelope: &Value, member: &str) -> Result<Vec<u8>, JcsError> {
 /// Which member of a JSON-RPC response carries its signature: `error` for
 /// an error reply, else `result`. A reply with both or neither has no
 /// well-defined signed member, so it is refused with the reason.
-fn response_member(response: &Value) -> Result<&'static str, &'static str> {
-    match (response.get("result"), response.get("error")) {
+fn response_member<J: JsonView>(response: &J) -> Result<&'static str, &'static str> {
+    match (response.member("result"), response.member("error")) {
         (Some(_), None) => Ok("result"),
         (None, Some(_)) => Ok("error"),
         (Some(_), Some(_)) => Err("the response has both `result` and `error`"),

@@ -9,8 +9,13 @@
 //! is a JSON `null` where a member is optional, because the Go reference
 //! marshals some empty lists as `null`.
 //!
-//! Signatures are checked separately, on the raw reply, by
-//! [`signing::verify_response`](super::signing::verify_response).
+//! Each rule reads the reply through [`JsonView`](super::json_view::JsonView),
+//! so it holds alike for a decision reply parsed from its bytes
+//! ([`BorrowedJson`](super::borrowed_json::BorrowedJson), which has
+//! already refused a key repeated in any object) and for a `Value`.
+//!
+//! Signatures are checked separately, on the same parsed reply, by
+//! [`signing::verify_signed`](super::signing::verify_signed).
 
 pub mod codes;
 

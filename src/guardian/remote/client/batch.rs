@@ -6,8 +6,10 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::exchange::{authenticated, error_code};
+use super::exchange::{authenticated, error_code, parse_reply};
 use super::{RemoteGuardian, BODY_CAPACITY};
+use crate::guardian::remote::borrowed_json::BorrowedJson;
+use crate::guardian::remote::json_view::JsonView;
 use crate::guardian::remote::signing::SessionKey;
 use crate::guardian::{BatchAnswer, GuardianError};
 use crate::hooks::{HookRequest, Metadata};
@@ -44,13 +46,17 @@ impl RemoteGuardian {
             ids.push(id);
         }
         body.push(b']');
-        let reply = match self.send_in(Bytes::from(body), Some(metadata)).await {
+        let bytes = match self.send(Bytes::from(body), Some(metadata)).await {
+            Ok(bytes) => bytes,
+            Err(err) => return every(err),
+        };
+        let reply = match parse_reply(&bytes) {
             Ok(reply) => reply,
             Err(err) => return every(err),
         };
-        let elements = match reply {
-            Value::Array(elements) => elements,
-            single if refuses_batches(&single) => {
+        let elements = match &reply {
+            BorrowedJson::Array(elements) => elements,
+            single if refuses_batches(single) => {
                 if self.batches_accepted.swap(false, Ordering::Relaxed) {
                     tracing::warn!(
                         transport = self.transport.name(),
@@ -60,13 +66,13 @@ impl RemoteGuardian {
                 }
                 return BatchAnswer::Unsupported;
             }
-            single => return every(batch_wide_failure(&single, &key)),
+            single => return every(batch_wide_failure(single, &key)),
         };
         let answers = hooks
             .iter()
             .zip(&ids)
             .map(|(hook, &id)| {
-                let reply = answer_for(&elements, id, &ids)?;
+                let reply = answer_for(elements, id, &ids)?;
                 authenticated(reply, &key)?;
                 self.read_decision(reply, id, hook, metadata)
             })
@@ -78,23 +84,23 @@ impl RemoteGuardian {
 /// A single -32600 error answering an array: the Guardian does not take
 /// batches (§3). Accepted unsigned: such a Guardian answers before it
 /// looks at any element, and believing a forged one only costs batching.
-fn refuses_batches(reply: &Value) -> bool {
-    reply.is_object() && error_code(reply) == Some(crate::jsonrpc::codes::INVALID_REQUEST)
+fn refuses_batches(reply: &BorrowedJson<'_>) -> bool {
+    reply.as_object().is_some() && error_code(reply) == Some(crate::jsonrpc::codes::INVALID_REQUEST)
 }
 
 /// A single reply other than -32600 to a batch answers no element, so it
 /// is every element's failure: the Guardian's error if it authenticates,
 /// else an unauthenticated answer.
-fn batch_wide_failure(reply: &Value, key: &SessionKey) -> GuardianError {
+fn batch_wide_failure(reply: &BorrowedJson<'_>, key: &SessionKey) -> GuardianError {
     if let Err(err) = authenticated(reply, key) {
         return err;
     }
-    match (error_code(reply), reply.get("error")) {
+    match (error_code(reply), reply.member("error")) {
         (Some(code), Some(error)) => GuardianError::Refused {
             code,
             message: error
-                .get("message")
-                .and_then(Value::as_str)
+                .member("message")
+                .and_then(JsonView::as_str)
                 .unwrap_or_default()
                 .to_owned(),
         },
@@ -108,13 +114,15 @@ fn batch_wide_failure(reply: &Value, key: &SessionKey) -> GuardianError {
 /// left unanswered is a binding failure when the reply carries an answer
 /// to an id that was never asked (it may be this element's, misfiled), and
 /// a malformed reply otherwise.
-fn answer_for<'r>(
-    elements: &'r [Value],
+fn answer_for<'r, 'a>(
+    elements: &'r [BorrowedJson<'a>],
     id: u64,
     asked: &[u64],
-) -> Result<&'r Value, GuardianError> {
+) -> Result<&'r BorrowedJson<'a>, GuardianError> {
     let wanted = Value::from(id);
-    let mut found = elements.iter().filter(|e| e.get("id") == Some(&wanted));
+    let mut found = elements
+        .iter()
+        .filter(|e| e.member("id").is_some_and(|got| got.equals(&wanted)));
     match (found.next(), found.next()) {
         (Some(answer), None) => Ok(answer),
         (Some(_), Some(_)) => Err(GuardianError::Malformed(format!(
@@ -123,11 +131,13 @@ fn answer_for<'r>(
         (None, _) => {
             let foreign = elements
                 .iter()
-                .filter_map(|e| e.get("id"))
+                .filter_map(|e| e.member("id"))
                 .find(|got| !got.is_null() && !asked.iter().any(|&a| got.as_u64() == Some(a)));
             Err(match foreign {
                 Some(got) => GuardianError::Binding(format!(
-                    "the batch reply has no answer for id {id} but one for id {got}, which was not asked"
+                    "the batch reply has no answer for id {} but one for id {}, which was not asked",
+                    id,
+                    got.to_value()
                 )),
                 None => GuardianError::Malformed(format!(
                     "the batch reply has no answer for id {id}"

@@ -1,10 +1,12 @@
 //! One hook decided on its own: its signed request carrying the session's
 //! chain head, the exchange, and reading the decision it is answered with.
 
+use bytes::Bytes;
 use serde_json::Value;
 
-use super::exchange::wire_error;
+use super::exchange::{authenticated, parse_reply, wire_error};
 use super::{RemoteGuardian, BODY_CAPACITY};
+use crate::guardian::remote::borrowed_json::BorrowedJson;
 use crate::guardian::remote::wire::{self, Reply};
 use crate::guardian::{Decision, GuardianError};
 use crate::hooks::{HookRequest, Metadata};
@@ -21,15 +23,18 @@ impl RemoteGuardian {
         let mut body = Vec::with_capacity(BODY_CAPACITY);
         self.signer(&key)
             .write_hook(&mut body, hook, id, metadata, head.as_deref())?;
-        let reply = self.exchange(body, &key, metadata).await?;
+        let bytes = self.send(Bytes::from(body), Some(metadata)).await?;
+        let reply = parse_reply(&bytes)?;
+        authenticated(&reply, &key)?;
         self.read_decision(&reply, id, hook, metadata)
     }
 
-    /// Reads an authenticated reply to `hook` (sent under JSON-RPC `id`)
-    /// and remembers the chain head it publishes.
+    /// Reads an authenticated reply to `hook` (sent under JSON-RPC `id`),
+    /// from the tree its signature was checked over, and remembers the
+    /// chain head it publishes.
     pub(super) fn read_decision(
         &self,
-        reply: &Value,
+        reply: &BorrowedJson<'_>,
         id: u64,
         hook: &HookRequest,
         metadata: &Metadata,

@@ -9,32 +9,41 @@ use serde_json::Value;
 
 use super::request::RequestSigner;
 use super::RemoteGuardian;
-use crate::guardian::remote::signing::{verify_response, SessionKey, SignatureError};
+use crate::guardian::remote::borrowed_json::BorrowedJson;
+use crate::guardian::remote::json_view::JsonView;
+use crate::guardian::remote::signing::{verify_signed, SessionKey, SignatureError, SignedEnvelope};
 use crate::guardian::remote::transport::TransportError;
 use crate::guardian::remote::wire::{codes, WireError};
 use crate::guardian::GuardianError;
 use crate::hooks::Metadata;
 
 impl RemoteGuardian {
-    /// Sends one body and parses the reply as JSON. With `session` set,
+    /// Sends one body and returns the reply's bytes. With `session` set,
     /// a failure to connect marks that session for a re-handshake: the
     /// Guardian may be restarting.
+    pub(super) async fn send(
+        &self,
+        body: Bytes,
+        session: Option<&Metadata>,
+    ) -> Result<Bytes, GuardianError> {
+        self.transport.call(body).await.map_err(|err| {
+            if let (Some(metadata), TransportError::Connect(_)) = (session, &err) {
+                self.mark_unreachable(metadata);
+            }
+            GuardianError::Transport(err.to_string())
+        })
+    }
+
+    /// Sends one body and parses the reply into a `Value`, for the
+    /// handshake and pings: rare, and read by code that keeps parts of
+    /// them.
     pub(super) async fn send_in(
         &self,
         body: Bytes,
         session: Option<&Metadata>,
     ) -> Result<Value, GuardianError> {
-        let reply = match self.transport.call(body).await {
-            Ok(reply) => reply,
-            Err(err) => {
-                if let (Some(metadata), TransportError::Connect(_)) = (session, &err) {
-                    self.mark_unreachable(metadata);
-                }
-                return Err(GuardianError::Transport(err.to_string()));
-            }
-        };
-        serde_json::from_slice(&reply)
-            .map_err(|err| GuardianError::Malformed(format!("not JSON: {err}")))
+        let reply = self.send(body, session).await?;
+        Ok(parse_reply(&reply)?.to_value())
     }
 
     /// What signs this session's requests under `key`.
@@ -59,14 +68,24 @@ impl RemoteGuardian {
     }
 }
 
-pub(super) fn error_code(reply: &Value) -> Option<i64> {
-    reply.get("error")?.get("code")?.as_i64()
+/// Parses a reply once, borrowed from its bytes. A reply with a key twice
+/// in any object is malformed: which of the two the Guardian meant, and
+/// signed, cannot be known.
+pub(super) fn parse_reply(bytes: &[u8]) -> Result<BorrowedJson<'_>, GuardianError> {
+    BorrowedJson::parse(bytes).map_err(|err| GuardianError::Malformed(format!("not JSON: {err}")))
+}
+
+pub(super) fn error_code<V: JsonView>(reply: &V) -> Option<i64> {
+    reply.member("error")?.member("code")?.as_i64()
 }
 
 /// Checks a reply's signature. A Guardian that could not authenticate us
 /// answers unsigned -32004; that is a refusal, and it fails closed either way.
-pub(super) fn authenticated(reply: &Value, key: &SessionKey) -> Result<(), GuardianError> {
-    match verify_response(reply, key) {
+pub(super) fn authenticated<R: SignedEnvelope>(
+    reply: &R,
+    key: &SessionKey,
+) -> Result<(), GuardianError> {
+    match verify_signed(reply, key) {
         Ok(()) => Ok(()),
         Err(SignatureError::Missing) if error_code(reply) == Some(codes::SIGNATURE_INVALID) => {
             Ok(())

@@ -3,9 +3,10 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::{response_member, write_signed_input, MacSink, SessionKey, HMAC_SHA256};
+use super::{response_member, MacSink, SessionKey, SignedEnvelope, HMAC_SHA256};
+use crate::guardian::remote::json_view::{JsonObject, JsonView};
 
 /// Why a response's signature was not accepted. Every variant means "not
 /// authenticated"; the caller decides what that means for the session.
@@ -36,20 +37,30 @@ pub enum SignatureError {
 /// `key_id` must be present (the schema requires it) but is not checked:
 /// one session has one key.
 pub fn verify_response(response: &Value, key: &SessionKey) -> Result<(), SignatureError> {
+    verify_signed(response, key)
+}
+
+/// [`verify_response`] for a reply in any tree: a decision reply is
+/// verified in the tree it was parsed into and is then read from.
+pub fn verify_signed<R: SignedEnvelope>(
+    response: &R,
+    key: &SessionKey,
+) -> Result<(), SignatureError> {
     let member = response_member(response).map_err(SignatureError::Malformed)?;
-    let container =
-        response
-            .get(member)
-            .and_then(Value::as_object)
-            .ok_or(SignatureError::Malformed(
-                "the signed member (`result` or `error`) is not an object",
-            ))?;
+    let container = response
+        .member(member)
+        .and_then(JsonView::as_object)
+        .ok_or(SignatureError::Malformed(
+            "the signed member (`result` or `error`) is not an object",
+        ))?;
     let tag = match container.get("signature") {
-        None | Some(Value::Null) => return Err(SignatureError::Missing),
+        None => return Err(SignatureError::Missing),
+        Some(signature) if signature.is_null() => return Err(SignatureError::Missing),
         Some(signature) => parse_signature(signature)?,
     };
     let mut mac = MacSink::new(key);
-    write_signed_input(&mut mac, response, member)
+    response
+        .write_signed_input(&mut mac, member)
         .map_err(|_| SignatureError::Malformed("the response has no RFC 8785 canonical form"))?;
     if mac.verify(&tag) {
         Ok(())
@@ -59,7 +70,7 @@ pub fn verify_response(response: &Value, key: &SessionKey) -> Result<(), Signatu
 }
 
 /// The decoded MAC of a `{algorithm, value, key_id}` signature object.
-fn parse_signature(signature: &Value) -> Result<Vec<u8>, SignatureError> {
+fn parse_signature<J: JsonView>(signature: &J) -> Result<Vec<u8>, SignatureError> {
     let signature = signature
         .as_object()
         .ok_or(SignatureError::Malformed("`signature` is not an object"))?;
@@ -79,14 +90,14 @@ fn parse_signature(signature: &Value) -> Result<Vec<u8>, SignatureError> {
 }
 
 /// The string member `name`, or `Malformed(problem)`.
-fn text<'a>(
-    object: &'a Map<String, Value>,
+fn text<'a, O: JsonObject>(
+    object: &'a O,
     name: &str,
     problem: &'static str,
 ) -> Result<&'a str, SignatureError> {
     object
         .get(name)
-        .and_then(Value::as_str)
+        .and_then(JsonView::as_str)
         .ok_or(SignatureError::Malformed(problem))
 }
 

@@ -7,13 +7,13 @@
 //! decision failure.
 
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::fields::{invalid, member, optional_strings, required, string};
 use super::frame::{check_error_reply_id, check_reply_id, check_result_header, outcome, Outcome};
 use super::{AcsError, WireError};
 use crate::guardian::decision::PolicyReference;
+use crate::guardian::remote::json_view::{JsonObject, JsonView};
 use crate::guardian::{Decision, Disposition};
 
 /// What the Guardian answered to one hook.
@@ -35,9 +35,9 @@ pub enum Reply {
 /// `ask_details`, `defer_details` exactly on modify, ask, defer; and a
 /// `chain_hash`, if any, of 64 lowercase hex digits. Unknown members are
 /// ignored. An error reply may carry a `null` id (the Guardian could not
-/// read ours). The signature is checked separately.
-pub fn parse_decision(
-    response: &Value,
+/// read ours). The signature is checked separately, over the same tree.
+pub fn parse_decision<V: JsonView>(
+    response: &V,
     expected_id: &Value,
     expected_request_id: &str,
 ) -> Result<Reply, WireError> {
@@ -65,7 +65,7 @@ pub fn read_decision_object(value: &Value) -> Result<Decision, WireError> {
 }
 
 /// `result.decision`, which must be one of the five lowercase spellings.
-pub(super) fn disposition(result: &Map<String, Value>) -> Result<Disposition, WireError> {
+pub(super) fn disposition<O: JsonObject>(result: &O) -> Result<Disposition, WireError> {
     let decision = required(result, "decision", "result.decision")?;
     match string(decision, "result.decision")? {
         "allow" => Ok(Disposition::Allow),
@@ -78,7 +78,7 @@ pub(super) fn disposition(result: &Map<String, Value>) -> Result<Disposition, Wi
 }
 
 /// The decision members of a result whose header was checked.
-fn read_decision(result: &Map<String, Value>) -> Result<Decision, WireError> {
+fn read_decision<O: JsonObject>(result: &O) -> Result<Decision, WireError> {
     let decision = disposition(result)?;
     let reasoning = member(result, "reasoning")
         .map(|value| string(value, "result.reasoning").map(str::to_owned))
@@ -97,7 +97,7 @@ fn read_decision(result: &Map<String, Value>) -> Result<Decision, WireError> {
 }
 
 /// `policy_references`: an array of objects (each member optional).
-fn policy_references(result: &Map<String, Value>) -> Result<Vec<PolicyReference>, WireError> {
+fn policy_references<O: JsonObject>(result: &O) -> Result<Vec<PolicyReference>, WireError> {
     let Some(references) = member(result, "policy_references") else {
         return Ok(Vec::new());
     };
@@ -107,18 +107,19 @@ fn policy_references(result: &Map<String, Value>) -> Result<Vec<PolicyReference>
         .iter()
         .map(|item| {
             // Checked first: serde would also take a struct from an array.
-            if !item.is_object() {
+            if item.as_object().is_none() {
                 return Err(malformed());
             }
-            PolicyReference::deserialize(item).map_err(|_| malformed())
+            item.deserialize_as::<PolicyReference>()
+                .map_err(|_| malformed())
         })
         .collect()
 }
 
 /// The details member `name`, required when `decision` is `owner` and
 /// refused on any other decision.
-fn details<T: DeserializeOwned>(
-    result: &Map<String, Value>,
+fn details<T: DeserializeOwned, O: JsonObject>(
+    result: &O,
     name: &'static str,
     owner: Disposition,
     decision: Disposition,
@@ -138,26 +139,31 @@ fn details<T: DeserializeOwned>(
     }
 }
 
-fn parse_details<T: DeserializeOwned>(value: &Value, name: &'static str) -> Result<T, WireError> {
+fn parse_details<T: DeserializeOwned, V: JsonView>(
+    value: &V,
+    name: &'static str,
+) -> Result<T, WireError> {
     let malformed = |reason: String| WireError::MalformedDetails {
         field: name,
         reason,
     };
     // Checked first: serde would also take a struct from an array.
-    if !value.is_object() {
+    if value.as_object().is_none() {
         return Err(malformed("it is not an object".to_owned()));
     }
-    T::deserialize(value).map_err(|e| malformed(e.to_string()))
+    value
+        .deserialize_as::<T>()
+        .map_err(|e| malformed(e.to_string()))
 }
 
 /// `chain_hash`, if present: the Guardian's audit head, `^[0-9a-f]{64}$`.
-fn chain_hash(result: &Map<String, Value>) -> Result<Option<String>, WireError> {
+fn chain_hash<O: JsonObject>(result: &O) -> Result<Option<String>, WireError> {
     let Some(value) = member(result, "chain_hash") else {
         return Ok(None);
     };
     match value.as_str() {
         Some(hash) if is_lowercase_sha256_hex(hash) => Ok(Some(hash.to_owned())),
-        _ => Err(WireError::InvalidChainHash(value.to_string())),
+        _ => Err(WireError::InvalidChainHash(value.to_value().to_string())),
     }
 }
 

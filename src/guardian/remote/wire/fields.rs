@@ -3,40 +3,42 @@
 //! `null` counts as absent throughout: the Go reference marshals an empty
 //! optional list as `null`, and no ACS member gives `null` a meaning of its
 //! own.
+//!
+//! Each read takes any [`JsonView`] tree, so a decision reply parsed from
+//! its bytes and a `Value` are held to the same rules.
 
+#[cfg(test)]
 use serde_json::{Map, Value};
 
 use super::WireError;
+use crate::guardian::remote::json_view::{JsonObject, JsonView};
 
 /// The member `name`, or `None` when absent or `null`.
-pub(super) fn member<'a>(object: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+pub(super) fn member<'a, O: JsonObject>(object: &'a O, name: &str) -> Option<&'a O::Value> {
     object.get(name).filter(|value| !value.is_null())
 }
 
 /// The member `name`, which must be present; `field` is its full path.
-pub(super) fn required<'a>(
-    object: &'a Map<String, Value>,
+pub(super) fn required<'a, O: JsonObject>(
+    object: &'a O,
     name: &str,
     field: &'static str,
-) -> Result<&'a Value, WireError> {
+) -> Result<&'a O::Value, WireError> {
     member(object, name).ok_or(WireError::MissingField(field))
 }
 
 /// `value` as a string.
-pub(super) fn string<'a>(value: &'a Value, field: &str) -> Result<&'a str, WireError> {
+pub(super) fn string<'a, V: JsonView>(value: &'a V, field: &str) -> Result<&'a str, WireError> {
     value.as_str().ok_or_else(|| invalid(field, "a string"))
 }
 
 /// `value` as an object.
-pub(super) fn object<'a>(
-    value: &'a Value,
-    field: &str,
-) -> Result<&'a Map<String, Value>, WireError> {
+pub(super) fn object<'a, V: JsonView>(value: &'a V, field: &str) -> Result<&'a V::Map, WireError> {
     value.as_object().ok_or_else(|| invalid(field, "an object"))
 }
 
 /// `value` as an array of strings.
-pub(super) fn strings(value: &Value, field: &str) -> Result<Vec<String>, WireError> {
+pub(super) fn strings<V: JsonView>(value: &V, field: &str) -> Result<Vec<String>, WireError> {
     let not_strings = || invalid(field, "an array of strings");
     value
         .as_array()
@@ -47,8 +49,8 @@ pub(super) fn strings(value: &Value, field: &str) -> Result<Vec<String>, WireErr
 }
 
 /// The optional array of strings `name`; empty when absent.
-pub(super) fn optional_strings(
-    object: &Map<String, Value>,
+pub(super) fn optional_strings<O: JsonObject>(
+    object: &O,
     name: &str,
     field: &str,
 ) -> Result<Vec<String>, WireError> {
@@ -56,7 +58,7 @@ pub(super) fn optional_strings(
 }
 
 /// `value` as an integer ≥ 0.
-pub(super) fn non_negative(value: &Value, field: &str) -> Result<u64, WireError> {
+pub(super) fn non_negative<V: JsonView>(value: &V, field: &str) -> Result<u64, WireError> {
     value
         .as_u64()
         .ok_or_else(|| invalid(field, "an integer ≥ 0"))
@@ -64,7 +66,7 @@ pub(super) fn non_negative(value: &Value, field: &str) -> Result<u64, WireError>
 
 /// `value` as an integer ≥ 1 (timeouts: a zero timeout would fail every
 /// step before it is sent).
-pub(super) fn positive(value: &Value, field: &str) -> Result<u64, WireError> {
+pub(super) fn positive<V: JsonView>(value: &V, field: &str) -> Result<u64, WireError> {
     value
         .as_u64()
         .filter(|&n| n >= 1)

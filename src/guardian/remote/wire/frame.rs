@@ -1,11 +1,12 @@
 //! The JSON-RPC frame of a Guardian reply (§17) and the header every ACS
 //! result carries (§6.1): what must hold before a reply's content is read.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::codes;
 use super::fields::{member, object, required, string};
 use super::WireError;
+use crate::guardian::remote::json_view::{JsonObject, JsonView};
 use crate::hooks::ACS_VERSION;
 
 /// A JSON-RPC error object from the Guardian (§17, §17.1).
@@ -28,20 +29,20 @@ impl AcsError {
 
     /// Reads a JSON-RPC error object: integer `code`, string `message`,
     /// optional `data`. Its `signature`, if any, is not part of the error.
-    fn from_value(error: &Value) -> Result<Self, WireError> {
+    fn from_value<V: JsonView>(error: &V) -> Result<Self, WireError> {
         let error = error
             .as_object()
             .ok_or(WireError::MalformedError("it is not an object"))?;
         let code = member(error, "code")
-            .and_then(Value::as_i64)
+            .and_then(JsonView::as_i64)
             .ok_or(WireError::MalformedError("`code` is not an integer"))?;
         let message = member(error, "message")
-            .and_then(Value::as_str)
+            .and_then(JsonView::as_str)
             .ok_or(WireError::MalformedError("`message` is not a string"))?;
         Ok(Self {
             code,
             message: message.to_owned(),
-            data: member(error, "data").cloned(),
+            data: member(error, "data").map(JsonView::to_value),
         })
     }
 }
@@ -58,9 +59,9 @@ impl From<AcsError> for WireError {
 
 /// What a well-framed reply carries: exactly one of a result object and an
 /// error.
-pub(super) enum Outcome<'a> {
+pub(super) enum Outcome<'a, O> {
     /// `result`, an object.
-    Result(&'a Map<String, Value>),
+    Result(&'a O),
     /// `error`, parsed.
     Error(AcsError),
 }
@@ -68,11 +69,11 @@ pub(super) enum Outcome<'a> {
 /// Checks the JSON-RPC frame (an object, `jsonrpc: "2.0"`, exactly one of
 /// `result` / `error`) and returns its outcome. The `id` is checked by the
 /// caller, which knows what to expect.
-pub(super) fn outcome(response: &Value) -> Result<Outcome<'_>, WireError> {
+pub(super) fn outcome<V: JsonView>(response: &V) -> Result<Outcome<'_, V::Map>, WireError> {
     let response = response.as_object().ok_or(WireError::NotAnObject)?;
     match response.get("jsonrpc") {
-        Some(Value::String(version)) if version == "2.0" => {}
-        Some(other) => return Err(WireError::NotJsonRpc2(other.to_string())),
+        Some(version) if version.as_str() == Some("2.0") => {}
+        Some(other) => return Err(WireError::NotJsonRpc2(other.to_value().to_string())),
         None => return Err(WireError::NotJsonRpc2("absent".to_owned())),
     }
     match (response.get("result"), response.get("error")) {
@@ -85,12 +86,12 @@ pub(super) fn outcome(response: &Value) -> Result<Outcome<'_>, WireError> {
 
 /// Checks that `response` answers the request whose JSON-RPC id was
 /// `expected_id` (same JSON value, so `1` and `"1"` differ).
-pub fn check_reply_id(response: &Value, expected_id: &Value) -> Result<(), WireError> {
-    let got = response.get("id").ok_or(WireError::MissingField("id"))?;
-    if got != expected_id {
+pub fn check_reply_id<V: JsonView>(response: &V, expected_id: &Value) -> Result<(), WireError> {
+    let got = response.member("id").ok_or(WireError::MissingField("id"))?;
+    if !got.equals(expected_id) {
         return Err(WireError::IdMismatch {
             expected: expected_id.to_string(),
-            got: got.to_string(),
+            got: got.to_value().to_string(),
         });
     }
     Ok(())
@@ -99,9 +100,12 @@ pub fn check_reply_id(response: &Value, expected_id: &Value) -> Result<(), WireE
 /// The id check for an error reply: JSON-RPC answers with a `null` id when
 /// the Guardian could not read the request's, so `null` is accepted too.
 /// Either way the error stops the step; only a foreign id is a mismatch.
-pub(super) fn check_error_reply_id(response: &Value, expected_id: &Value) -> Result<(), WireError> {
-    match response.get("id") {
-        Some(Value::Null) => Ok(()),
+pub(super) fn check_error_reply_id<V: JsonView>(
+    response: &V,
+    expected_id: &Value,
+) -> Result<(), WireError> {
+    match response.member("id") {
+        Some(id) if id.is_null() => Ok(()),
         _ => check_reply_id(response, expected_id),
     }
 }
@@ -109,8 +113,8 @@ pub(super) fn check_error_reply_id(response: &Value, expected_id: &Value) -> Res
 /// The header of an ACS result (§6.1): `type` is `"final"`, `acs_version`
 /// shares our major, and `request_id` echoes the request's — the second
 /// binding besides the JSON-RPC id (DIGEST §16 item 6).
-pub(super) fn check_result_header(
-    result: &Map<String, Value>,
+pub(super) fn check_result_header<O: JsonObject>(
+    result: &O,
     expected_request_id: &str,
 ) -> Result<(), WireError> {
     let kind = string(required(result, "type", "result.type")?, "result.type")?;
