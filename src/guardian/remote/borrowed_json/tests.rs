@@ -164,3 +164,87 @@ fn a_signed_reply_verifies_in_either_tree() {
     let tampered = text.replace("\"deny\"", "\"allow\"");
     assert!(verify_signed(&parsed(&tampered), &key()).is_err());
 }
+
+/// The JSON text of `value`, its non-ASCII characters spelled as `\u`
+/// escapes (so keys and strings are parsed into owned text) or as
+/// themselves (so they are borrowed).
+fn spelled(value: &Value, escaped: bool) -> String {
+    let text = value.to_string();
+    if !escaped {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    out
+}
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Numbers in several spellings, some beyond the range of a double.
+    fn number() -> impl Strategy<Value = Value> {
+        let text = prop_oneof![
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| format!("{f:e}")),
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<u128>().prop_map(|n| n.to_string()),
+            prop::sample::select(vec![
+                "-0", "1.0", "1e400", "-1E-400", "0.1", "1e21", "5e-324"
+            ])
+            .prop_map(str::to_owned),
+        ];
+        text.prop_map(|text| serde_json::from_str(&text).unwrap())
+    }
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<String>(),
+            prop::sample::select(vec!["\u{fb33}", "\u{1f600}", "\u{e000}", "", "a\u{0}\"\\"])
+                .prop_map(str::to_owned),
+        ]
+    }
+
+    fn document() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            number(),
+            text().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec((text(), inner), 0..6)
+                    .prop_map(|members| Value::Object(members.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn any_document_reads_and_canonicalizes_as_its_value(
+            doc in document(),
+            escaped in any::<bool>(),
+        ) {
+            let text = spelled(&doc, escaped);
+            let value: Value = serde_json::from_str(&text).unwrap();
+            let tree = BorrowedJson::parse(text.as_bytes()).unwrap();
+            prop_assert!(tree.equals(&value));
+            prop_assert_eq!(tree.to_value(), value.clone());
+            prop_assert_eq!(canonical(&tree).ok(), jcs::canonical_bytes(&value).ok());
+        }
+    }
+}
