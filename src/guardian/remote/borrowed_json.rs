@@ -91,13 +91,6 @@ impl<'a> JsonView for BorrowedJson<'a> {
         }
     }
 
-    fn as_bool(&self) -> Option<bool> {
-        match self {
-            BorrowedJson::Bool(value) => Some(*value),
-            _ => None,
-        }
-    }
-
     fn as_i64(&self) -> Option<i64> {
         match self {
             BorrowedJson::Number(number) => number.as_i64(),

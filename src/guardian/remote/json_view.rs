@@ -37,9 +37,6 @@ pub trait JsonView: Sized {
     /// This array's items.
     fn as_array(&self) -> Option<&[Self]>;
 
-    /// This boolean.
-    fn as_bool(&self) -> Option<bool>;
-
     /// This number, if its text is an integer within `i64`.
     fn as_i64(&self) -> Option<i64>;
 
@@ -66,11 +63,6 @@ pub trait JsonObject {
 
     /// The member `name`, `null` included.
     fn get(&self, name: &str) -> Option<&Self::Value>;
-
-    /// Whether the member `name` is present, `null` included.
-    fn contains(&self, name: &str) -> bool {
-        self.get(name).is_some()
-    }
 }
 
 impl JsonView for Value {
@@ -90,10 +82,6 @@ impl JsonView for Value {
 
     fn as_array(&self) -> Option<&[Self]> {
         Value::as_array(self).map(Vec::as_slice)
-    }
-
-    fn as_bool(&self) -> Option<bool> {
-        Value::as_bool(self)
     }
 
     fn as_i64(&self) -> Option<i64> {
