@@ -19,6 +19,11 @@ const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 /// make the check quadratic.
 const PAIRWISE_LIMIT: usize = 16;
 
+/// Room for an object's members before its list grows: an ACS result has
+/// about ten, and the list would otherwise be grown from one to four to
+/// eight as they come.
+const MEMBERS_CAPACITY: usize = 8;
+
 /// One object member as parsed.
 type Member<'a> = (Cow<'a, str>, BorrowedJson<'a>);
 
@@ -113,7 +118,8 @@ impl<'de> Visitor<'de> for TreeSeed {
                 .map(BorrowedJson::Number)
                 .map_err(de::Error::custom);
         }
-        let mut members = vec![(first, map.next_value_seed(TreeSeed)?)];
+        let mut members = Vec::with_capacity(MEMBERS_CAPACITY);
+        members.push((first, map.next_value_seed(TreeSeed)?));
         while let Some(key) = map.next_key_seed(KeySeed)? {
             let value = map.next_value_seed(TreeSeed)?;
             members.push((key, value));

@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use serde_json::Value;
+use uuid::Uuid;
 
 use super::exchange::{authenticated, parse_reply, wire_error};
 use super::{RemoteGuardian, BODY_CAPACITY};
@@ -39,9 +40,10 @@ impl RemoteGuardian {
         hook: &HookRequest,
         metadata: &Metadata,
     ) -> Result<Decision, GuardianError> {
-        match wire::parse_decision(reply, &Value::from(id), &hook.request_id.to_string())
-            .map_err(wire_error)?
-        {
+        // The id spelled on the stack: this runs for every decision.
+        let mut spelling = Uuid::encode_buffer();
+        let request_id = hook.request_id.hyphenated().encode_lower(&mut spelling);
+        match wire::parse_decision(reply, &Value::from(id), request_id).map_err(wire_error)? {
             Reply::Decision(decision) => {
                 if let Some(head) = &decision.chain_hash {
                     self.remember_head(metadata, head);
