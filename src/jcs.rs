@@ -430,7 +430,7 @@ pub fn write_number<S: Sink>(sink: &mut S, number: &Number) -> Result<(), JcsErr
 }
 
 #[cfg(test)]
-mod properties;
+pub(crate) mod properties;
 
 #[cfg(test)]
 mod tests {

@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use serde_json::Value;
 
 use super::pointer::{walk, PointerToken};
-use super::tool_call::{ToolCallRequest, ToolCallResult};
+use super::tool_call::{ToolCallRequest, ToolCallResult, WrappedValues};
 use crate::jcs::{self, JcsError, Sink};
 
 /// A hook's payload. Cloning shares it.

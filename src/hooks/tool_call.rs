@@ -92,44 +92,17 @@ impl ToolCallRequest {
         sink.put(b"}");
         Ok(())
     }
+}
 
-    /// Where `/arguments/<key>/value<rest>` lies in the message: `Some`
-    /// with the value found (or `None`) for a pointer of that form, `None`
-    /// for any other pointer, which only the tree can answer.
-    pub(super) fn find_in_message<'v>(
-        &'v self,
-        tokens: &[PointerToken],
-    ) -> Option<Option<&'v Value>> {
-        match tokens {
-            [arguments, key, value, rest @ ..]
-                if arguments.key == "arguments" && value.key == "value" =>
-            {
-                let argument = self.arguments().and_then(|args| args.get(key.key.as_str()));
-                Some(argument.and_then(|argument| walk(argument, rest)))
-            }
-            _ => None,
-        }
+impl WrappedValues for ToolCallRequest {
+    const CONTAINER: &'static str = "arguments";
+
+    fn wrapped(&self, token: &PointerToken) -> Option<&Value> {
+        self.arguments()?.get(token.key.as_str())
     }
 
-    /// Whether one of the message's values holding the string leaves at or
-    /// under the pointer `tokens` passes `test`, for a pointer inside
-    /// `/arguments`; `None` for any other pointer.
-    pub(super) fn any_under(
-        &self,
-        tokens: &[PointerToken],
-        test: impl Fn(&Value) -> bool,
-    ) -> Option<bool> {
-        let arguments = self.arguments();
-        match tokens {
-            [first, rest @ ..] if first.key == "arguments" => Some(match rest {
-                [] => arguments.is_some_and(|args| args.values().any(test)),
-                [key] => arguments
-                    .and_then(|args| args.get(key.key.as_str()))
-                    .is_some_and(test),
-                _ => self.find_in_message(tokens)?.is_some_and(test),
-            }),
-            _ => None,
-        }
+    fn any_wrapped(&self, test: impl Fn(&Value) -> bool) -> bool {
+        self.arguments().is_some_and(|args| args.values().any(test))
     }
 }
 
@@ -302,44 +275,63 @@ impl ToolCallResult {
         Ok(())
     }
 
-    /// Where `/outputs/<i>/value<rest>` lies in the response: `Some` with
-    /// the value found (or `None`) for a pointer of that form, `None` for
-    /// any other pointer, which only the tree can answer.
-    pub(super) fn find_in_message<'v>(
-        &'v self,
-        tokens: &[PointerToken],
-    ) -> Option<Option<&'v Value>> {
+    fn output(&self, index: usize) -> Option<&Value> {
+        self.outputs().nth(index).map(|(_, value)| value)
+    }
+}
+
+impl WrappedValues for ToolCallResult {
+    const CONTAINER: &'static str = "outputs";
+
+    fn wrapped(&self, token: &PointerToken) -> Option<&Value> {
+        token.index.and_then(|index| self.output(index))
+    }
+
+    fn any_wrapped(&self, test: impl Fn(&Value) -> bool) -> bool {
+        self.outputs().any(|(_, value)| test(value))
+    }
+}
+
+/// A step payload whose member `/<CONTAINER>` holds values of its message,
+/// each wrapped as `{"value": …}`: the arguments of a request, the outputs
+/// of a result. A pointer inside one of those values is answered from the
+/// message; any other pointer only the payload's tree can answer.
+pub(super) trait WrappedValues {
+    /// `arguments` or `outputs`.
+    const CONTAINER: &'static str;
+
+    /// The message value `/<CONTAINER>/<token>/value` stands for.
+    fn wrapped(&self, token: &PointerToken) -> Option<&Value>;
+
+    /// Whether one of the message values under `/<CONTAINER>` passes `test`.
+    fn any_wrapped(&self, test: impl Fn(&Value) -> bool) -> bool;
+
+    /// Where `/<CONTAINER>/<member>/value<rest>` lies in the message:
+    /// `Some` with the value found (or `None`) for a pointer of that form,
+    /// `None` for any other pointer.
+    fn find_in_message(&self, tokens: &[PointerToken]) -> Option<Option<&Value>> {
         match tokens {
-            [outputs, index, value, rest @ ..]
-                if outputs.key == "outputs" && value.key == "value" =>
+            [container, member, value, rest @ ..]
+                if container.key == Self::CONTAINER && value.key == "value" =>
             {
-                let output = index.index.and_then(|i| self.output(i));
-                Some(output.and_then(|output| walk(output, rest)))
+                Some(self.wrapped(member).and_then(|found| walk(found, rest)))
             }
             _ => None,
         }
     }
 
-    /// Whether one of the response's values holding the string leaves at
-    /// or under the pointer `tokens` passes `test`, for a pointer inside
-    /// `/outputs`; `None` for any other pointer.
-    pub(super) fn any_under(
-        &self,
-        tokens: &[PointerToken],
-        test: impl Fn(&Value) -> bool,
-    ) -> Option<bool> {
+    /// Whether one of the message values holding the string leaves at or
+    /// under the pointer `tokens` passes `test`, for a pointer inside
+    /// `/<CONTAINER>`; `None` for any other pointer.
+    fn any_under(&self, tokens: &[PointerToken], test: impl Fn(&Value) -> bool) -> Option<bool> {
         match tokens {
-            [first, rest @ ..] if first.key == "outputs" => Some(match rest {
-                [] => self.outputs().any(|(_, value)| test(value)),
-                [index] => index.index.and_then(|i| self.output(i)).is_some_and(test),
+            [container, rest @ ..] if container.key == Self::CONTAINER => Some(match rest {
+                [] => self.any_wrapped(test),
+                [member] => self.wrapped(member).is_some_and(test),
                 _ => self.find_in_message(tokens)?.is_some_and(test),
             }),
             _ => None,
         }
-    }
-
-    fn output(&self, index: usize) -> Option<&Value> {
-        self.outputs().nth(index).map(|(_, value)| value)
     }
 }
 

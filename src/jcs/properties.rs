@@ -110,29 +110,39 @@ fn number() -> impl Strategy<Value = Value> {
 
 /// Keys and strings: arbitrary text plus the RFC's ordering examples
 /// (astral characters sort by their surrogates, before U+FB33).
-fn text() -> impl Strategy<Value = String> {
+pub(crate) fn text() -> impl Strategy<Value = String> {
     prop_oneof![
         any::<String>(),
         prop::sample::select(vec![
             "\u{20ac}",
             "\r",
             "\u{fb33}",
+            "\u{e000}",
             "1",
             "\u{1f600}",
             "\u{80}",
             "\u{f6}",
             "",
-            "a\u{0}\u{1f}\u{7f}"
+            "a\u{0}\u{1f}\u{7f}",
+            "a\"\\"
         ])
         .prop_map(str::to_owned),
     ]
 }
 
 fn document() -> impl Strategy<Value = Value> {
+    document_with(number())
+}
+
+/// Documents of nested arrays and objects whose numbers come from
+/// `number` and whose keys and strings from [`text`].
+pub(crate) fn document_with(
+    number: impl Strategy<Value = Value> + 'static,
+) -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
-        number(),
+        number,
         text().prop_map(Value::String),
     ];
     leaf.prop_recursive(4, 48, 6, |inner| {

@@ -207,28 +207,8 @@ mod properties {
         text.prop_map(|text| serde_json::from_str(&text).unwrap())
     }
 
-    fn text() -> impl Strategy<Value = String> {
-        prop_oneof![
-            any::<String>(),
-            prop::sample::select(vec!["\u{fb33}", "\u{1f600}", "\u{e000}", "", "a\u{0}\"\\"])
-                .prop_map(str::to_owned),
-        ]
-    }
-
     fn document() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            number(),
-            text().prop_map(Value::String),
-        ];
-        leaf.prop_recursive(4, 48, 6, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-                prop::collection::vec((text(), inner), 0..6)
-                    .prop_map(|members| Value::Object(members.into_iter().collect())),
-            ]
-        })
+        jcs::properties::document_with(number())
     }
 
     proptest! {
