@@ -393,7 +393,12 @@ fn typical_record(step: u64) -> Box<AuditRecord> {
         Uuid::from_u128(u128::from(step)).to_string(),
         "steps/toolCallRequest",
     )
-    .request_hash("9f2c0d6be7a1c3f45e8b2d7a6c1f0e9d8b7a6c5f4e3d2c1b0a9f8e7d6c5b4a39")
+    .request_hash(
+        acs_proxy::jcs::HexDigest::parse(
+            "9f2c0d6be7a1c3f45e8b2d7a6c1f0e9d8b7a6c5f4e3d2c1b0a9f8e7d6c5b4a39",
+        )
+        .unwrap(),
+    )
     .decision("allow")
     .decision_source(DecisionSource::Embedded)
     .reason_codes(Vec::new())

@@ -84,6 +84,11 @@ impl HashSink {
         hex_lower(&self.finalize())
     }
 
+    /// [`Self::finalize_hex`], kept inline.
+    pub fn finalize_digest(self) -> HexDigest {
+        HexDigest::of(&self.finalize())
+    }
+
     /// Feeds what is buffered to the hasher, so whole blocks are
     /// compressed now: a sink cloned afterwards (a shared prefix) does not
     /// compress them again.
@@ -195,10 +200,15 @@ impl std::fmt::Debug for HexDigest {
 /// serialization instead, so hostile input still gets a stable digest
 /// rather than an error on the hot path.
 pub fn value_digest(value: &Value) -> String {
+    value_hex_digest(value).as_str().to_owned()
+}
+
+/// [`value_digest`], kept inline.
+pub fn value_hex_digest(value: &Value) -> HexDigest {
     let mut sink = HashSink::default();
     match write_value(&mut sink, value) {
-        Ok(()) => sink.finalize_hex(),
-        Err(_) => sha256_hex(value.to_string().as_bytes()),
+        Ok(()) => sink.finalize_digest(),
+        Err(_) => HexDigest::of(&Sha256::digest(value.to_string().as_bytes()).into()),
     }
 }
 

@@ -6,6 +6,7 @@
 //! held across an `.await`; everything slow (Guardian, audit, I/O) happens
 //! outside them.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -24,6 +25,7 @@ use crate::guardian::Decided;
 use crate::guardian::{Guardian, Negotiated};
 use crate::hooks::agbom::{Inventory, ListKind};
 use crate::hooks::{HookRequest, Identity, Metadata, ParamsHead, VirtualRoute};
+use crate::jcs::HexDigest;
 use crate::jsonrpc::RequestId;
 use crate::limits::{LimitExceeded, RequestBudget};
 use crate::policy::limit::Admitted;
@@ -62,8 +64,9 @@ pub enum PendingState {
 /// A request read from one side and not yet answered.
 #[derive(Debug, Clone)]
 pub struct PendingRequest {
-    /// The MCP method.
-    pub method: String,
+    /// The MCP method, static when the proxy knows it
+    /// ([`crate::hooks::mcp::method_name`]).
+    pub method: Cow<'static, str>,
     /// The tool of a `tools/call`.
     pub tool: Option<Arc<str>>,
     /// When it was read.
@@ -444,7 +447,7 @@ impl Session {
     /// The §8.1 `request_hash` of `hook` in this session: the part of its
     /// `params` every hook shares (the metadata) is hashed once per
     /// session, not once per hook.
-    pub fn request_hash(&self, hook: &HookRequest) -> String {
+    pub fn request_hash(&self, hook: &HookRequest) -> HexDigest {
         let metadata = self.metadata();
         let head = self.params_head.get_or_init(|| ParamsHead::new(metadata));
         hook.params_digest_after(head, metadata)

@@ -313,7 +313,7 @@ mod tests {
         use crate::guardian::DecisionSource;
         use crate::session::Direction;
         let full = super::super::AuditRecord::new("r-\"1\"", "steps/toolCallResult")
-            .request_hash("9f2c")
+            .request_hash(HexDigest::of(&[0x9f; 32]))
             .decision("modify")
             .decision_source(DecisionSource::NotEvaluated)
             .reasoning("line\nbreak \u{1} é \u{1f600}")
@@ -377,7 +377,7 @@ mod tests {
     #[test]
     fn hashed_line_is_the_entry_with_its_hash() {
         let root = super::super::AuditRecord::new("r-\"1\"", "steps/toolCallRequest")
-            .request_hash("9f2c")
+            .request_hash(HexDigest::of(&[0x9f; 32]))
             .reasoning("line\nbreak é")
             .mcp_id(serde_json::json!(7))
             .hook_params(serde_json::json!({"z": [1.5, true], "a": null}))
@@ -427,7 +427,7 @@ mod tests {
         });
         let records = [
             AuditRecord::for_hook(hook_id, "steps/toolCallRequest")
-                .request_hash(hook.params_digest(&metadata))
+                .request_hash(HexDigest::parse(&hook.params_digest(&metadata)).unwrap())
                 .decision("allow")
                 .mcp_method("tools/call")
                 .mcp_id(serde_json::json!(12))

@@ -31,7 +31,7 @@ impl Monitored {
             rule: would_be
                 .policy_references
                 .first()
-                .and_then(|reference| reference.rule_id.clone()),
+                .and_then(|reference| reference.rule_id.as_deref().map(str::to_owned)),
             reasoning: would_be.reasoning.clone(),
             reason_codes: would_be.reason_codes.clone(),
         }

@@ -50,19 +50,19 @@ use crate::session::Direction;
 pub struct AuditRecord {
     step_id: StepId,
     step_type: Cow<'static, str>,
-    request_hash: Option<String>,
+    request_hash: Option<HexDigest>,
     decision: Option<Cow<'static, str>>,
     decision_source: Option<DecisionSource>,
     reasoning: Option<String>,
     reason_codes: Vec<String>,
-    rule: Option<String>,
+    rule: Option<Arc<str>>,
     limit: Option<String>,
     enforced: Option<bool>,
     monitored: Option<Monitored>,
     policy_digest: Option<Arc<str>>,
     direction: Option<Direction>,
     mcp_method: Option<Cow<'static, str>>,
-    mcp_id: Option<Value>,
+    mcp_id: Option<Arc<Value>>,
     action: Option<Action>,
     guardian_chain_hash: Option<String>,
     content_digest: Option<String>,
@@ -131,8 +131,8 @@ impl AuditRecord {
     }
 
     /// Sets `request_hash`, normally from [`super::request_hash`].
-    pub fn request_hash(mut self: Box<Self>, hash: impl Into<String>) -> Box<Self> {
-        self.request_hash = Some(hash.into());
+    pub fn request_hash(mut self: Box<Self>, hash: HexDigest) -> Box<Self> {
+        self.request_hash = Some(hash);
         self
     }
 
@@ -161,7 +161,7 @@ impl AuditRecord {
     }
 
     /// Sets the embedded-policy rule that matched.
-    pub fn rule(mut self: Box<Self>, rule: impl Into<String>) -> Box<Self> {
+    pub fn rule(mut self: Box<Self>, rule: impl Into<Arc<str>>) -> Box<Self> {
         self.rule = Some(rule.into());
         self
     }
@@ -198,9 +198,10 @@ impl AuditRecord {
         self
     }
 
-    /// Sets the JSON-RPC id of the MCP message.
-    pub fn mcp_id(mut self: Box<Self>, id: Value) -> Box<Self> {
-        self.mcp_id = Some(id);
+    /// Sets the JSON-RPC id of the MCP message; shared, as every hook of
+    /// a message records the same id.
+    pub fn mcp_id(mut self: Box<Self>, id: impl Into<Arc<Value>>) -> Box<Self> {
+        self.mcp_id = Some(id.into());
         self
     }
 
@@ -267,7 +268,7 @@ impl AuditRecord {
     /// canonical form, so that hashing the entry later cannot fail. Every
     /// other member is a string or a flag, which always has one.
     pub(crate) fn check_canonical(&self) -> Result<(), crate::jcs::JcsError> {
-        let values = [&self.mcp_id, &self.hook_params];
+        let values = [self.mcp_id.as_deref(), self.hook_params.as_ref()];
         values
             .into_iter()
             .flatten()
@@ -314,7 +315,7 @@ impl AuditRecord {
             step_type: &self.step_type,
             session_id: position.session_id,
             timestamp: position.timestamp,
-            request_hash: self.request_hash.as_deref(),
+            request_hash: self.request_hash.as_ref().map(HexDigest::as_str),
             decision: self.decision.as_deref(),
             decision_source: self.decision_source,
             reasoning: self.reasoning.as_deref(),
@@ -326,7 +327,7 @@ impl AuditRecord {
             policy_digest: self.policy_digest.as_deref(),
             direction: self.direction,
             mcp_method: self.mcp_method.as_deref(),
-            mcp_id: self.mcp_id.as_ref(),
+            mcp_id: self.mcp_id.as_deref(),
             action: self.action,
             guardian_chain_hash: self.guardian_chain_hash.as_deref(),
             content_digest: self.content_digest.as_deref(),
@@ -414,14 +415,14 @@ mod tests {
     #[test]
     fn into_entry_fills_only_chain_members() {
         let entry = AuditRecord::new("r", "steps/toolCallRequest")
-            .request_hash("abc")
+            .request_hash(HexDigest::of(&[0xab; 32]))
             .mcp_id(serde_json::json!("id-1"))
             .action(Action::Forwarded)
             .into_entry("s", 3, "t".into(), Some("p".into()));
         assert_eq!(entry.entry_id, "3");
         assert_eq!(entry.session_id, "s");
         assert_eq!(entry.previous_hash.as_deref(), Some("p"));
-        assert_eq!(entry.request_hash.as_deref(), Some("abc"));
+        assert_eq!(entry.request_hash.as_deref(), Some(&*"ab".repeat(32)));
         assert_eq!(entry.action, Some(Action::Forwarded));
         assert_eq!(entry.entry_hash, "");
     }

@@ -34,10 +34,20 @@ use crate::hooks::Identity;
 /// What an append recorded: the caller can cite `entry_id` (e.g. as
 /// `audit_entry_id` in an error reply). The entry's hash is known only
 /// once the writer links it; [`AuditChain::head`] gives it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// The id is kept as a number: every hook appends, and only a blocked
+/// message's reply spells it ([`AppendReceipt::entry_id_text`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendReceipt {
-    /// The entry's position in its session: "1", "2", …
-    pub entry_id: String,
+    /// The entry's position in its session: 1, 2, …
+    pub entry_id: u64,
+}
+
+impl AppendReceipt {
+    /// `entry_id` as the entry spells it.
+    pub fn entry_id_text(&self) -> String {
+        self.entry_id.to_string()
+    }
 }
 
 /// One session's chain; cheap to clone, clones share the chain.
@@ -167,7 +177,7 @@ impl AuditChain {
             .link
             .link(&mut head, record, epoch, crate::hooks::now_rfc3339())?;
         let receipt = AppendReceipt {
-            entry_id: linked.tip.entry_id.to_string(),
+            entry_id: linked.tip.entry_id,
         };
         let written = Written {
             link: Arc::clone(&self.link),
@@ -212,9 +222,7 @@ impl AuditChain {
             epoch,
         });
         drop(sequence);
-        Ok(AppendReceipt {
-            entry_id: entry_id.to_string(),
-        })
+        Ok(AppendReceipt { entry_id })
     }
 }
 
@@ -238,7 +246,7 @@ mod tests {
         let append = chain.append(AuditRecord::new("r", "steps/sessionStart"));
         assert_send(&append);
         let receipt = append.await.unwrap();
-        assert_eq!(receipt.entry_id, "1");
+        assert_eq!(receipt.entry_id, 1);
         let head = chain.head();
         assert_send(&head);
         assert!(head.await.is_some());
@@ -273,7 +281,7 @@ mod tests {
                     ))
                     .await
                     .unwrap();
-                assert_eq!(receipt.entry_id, step.to_string());
+                assert_eq!(receipt.entry_id, step);
             }
             let epoch = log.status().epoch();
             assert_eq!(chain.link.hash(epoch), None, "{fsync:?}: not hashed yet");
@@ -317,6 +325,6 @@ mod tests {
             .append(AuditRecord::new("r", "steps/toolCallRequest"))
             .await
             .unwrap();
-        assert_eq!(receipt.entry_id, "1", "the refused entry took no number");
+        assert_eq!(receipt.entry_id, 1, "the refused entry took no number");
     }
 }

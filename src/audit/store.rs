@@ -237,7 +237,7 @@ mod tests {
             let last = content.lines().last().unwrap();
             let head = chain.head().await.unwrap();
             assert!(last.contains(&head), "{last}");
-            assert_eq!(receipt.entry_id, (step + 1).to_string());
+            assert_eq!(receipt.entry_id, step as u64 + 1);
         }
     }
 

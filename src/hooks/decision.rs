@@ -134,10 +134,10 @@ impl Decision {
 pub struct PolicyReference {
     /// Policy identifier.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub policy_id: Option<String>,
+    pub policy_id: Option<Arc<str>>,
     /// Rule identifier within the policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule_id: Option<String>,
+    pub rule_id: Option<Arc<str>>,
 }
 
 /// The changes a `modify` decision asks for (§6.3): either

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::clock::now_rfc3339;
 use super::identity::Identity;
 use super::payload::HookPayload;
-use crate::jcs::{self, HashSink, JcsError, Sink};
+use crate::jcs::{self, HashSink, HexDigest, JcsError, Sink};
 use crate::telemetry::Trace;
 
 /// The ACS version this proxy speaks.
@@ -192,18 +192,20 @@ impl HookRequest {
     /// `params` object or copying the payload.
     pub fn params_digest(&self, metadata: &Metadata) -> String {
         self.params_digest_after(&ParamsHead::new(metadata), metadata)
+            .as_str()
+            .to_owned()
     }
 
     /// [`Self::params_digest`], continuing from `head`, the hashed part of
     /// `params` every hook of the session shares; `head` must have been
     /// made from `metadata`.
-    pub fn params_digest_after(&self, head: &ParamsHead, metadata: &Metadata) -> String {
+    pub fn params_digest_after(&self, head: &ParamsHead, metadata: &Metadata) -> HexDigest {
         let mut sink = head.sink.clone();
         match self.write_canonical_params_tail(&mut sink, metadata) {
-            Ok(()) => sink.finalize_hex(),
+            Ok(()) => sink.finalize_digest(),
             // No canonical form (a number beyond the double range): the
             // same fallback digest as for the built object.
-            Err(_) => jcs::value_digest(&self.params(metadata)),
+            Err(_) => jcs::value_hex_digest(&self.params(metadata)),
         }
     }
 
@@ -319,7 +321,7 @@ mod tests {
             ] {
                 let hook = HookRequest::new("steps/toolCallRequest", payload, None);
                 assert_eq!(
-                    hook.params_digest_after(&head, &metadata),
+                    hook.params_digest_after(&head, &metadata).as_str(),
                     jcs::value_digest(&hook.params(&metadata))
                 );
             }

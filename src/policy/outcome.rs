@@ -5,6 +5,8 @@
 //! time into a template; evaluation only clones it and, for modify, adds
 //! the changes computed from the payload.
 
+use std::sync::Arc;
+
 use super::error::RuleProblem;
 use super::hook::HookView;
 use super::modify::Modify;
@@ -92,8 +94,8 @@ pub(crate) fn fallback(default: Verdict, policy_id: &str) -> Decision {
 
 fn reference(policy_id: &str, rule: Option<&str>) -> PolicyReference {
     PolicyReference {
-        policy_id: Some(policy_id.to_owned()),
-        rule_id: rule.map(str::to_owned),
+        policy_id: Some(policy_id.into()),
+        rule_id: rule.map(Arc::from),
     }
 }
 

@@ -10,6 +10,7 @@
 //! stage later turns into its decision with [`resolve`], the same rules as
 //! for one hook asked alone.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,6 +25,7 @@ use crate::audit::{self, AppendReceipt, AuditError, AuditRecord, Monitored, OnFa
 use crate::enforce::Action;
 use crate::guardian::{BatchAnswer, Decision, DecisionSource, FailurePosture, GuardianError};
 use crate::hooks::{mcp, GatewayContext, HookRequest};
+use crate::jsonrpc::RequestId;
 use crate::metrics::{METRICS, POLICY_MONITORED};
 use crate::session::{Direction, Session};
 use crate::telemetry::{spans, Trace};
@@ -42,10 +44,24 @@ pub type Recorded = Option<AppendReceipt>;
 pub struct MessageContext {
     /// Which way the message travels.
     pub direction: Direction,
-    /// Its MCP method (for responses: the method answered).
-    pub mcp_method: String,
-    /// Its JSON-RPC id, if any.
-    pub mcp_id: Option<Value>,
+    /// Its MCP method (for responses: the method answered), static when
+    /// the proxy knows it ([`mcp::method_name`]).
+    pub mcp_method: Cow<'static, str>,
+    /// Its JSON-RPC id, if any, shared by the audit records of its hooks.
+    pub mcp_id: Option<Arc<Value>>,
+}
+
+impl MessageContext {
+    /// The context of a message of `mcp_method` travelling `direction`
+    /// under JSON-RPC id `id` (`None` for a notification or for an event
+    /// of no particular message).
+    pub fn new(direction: Direction, mcp_method: &str, id: Option<&RequestId>) -> Self {
+        Self {
+            direction,
+            mcp_method: mcp::method_name(mcp_method),
+            mcp_id: id.map(|id| Arc::new(id.to_value())),
+        }
+    }
 }
 
 /// Asks the Guardian about `hook`. `None` when `cancel` fired first.
@@ -406,9 +422,9 @@ pub async fn record_hook(
     if let Some(rule) = decision
         .policy_references
         .first()
-        .and_then(|r| r.rule_id.as_deref())
+        .and_then(|r| r.rule_id.as_ref())
     {
-        record = record.rule(rule);
+        record = record.rule(Arc::clone(rule));
     }
     if let Some(head) = &decision.chain_hash {
         record = record.guardian_chain_hash(head.as_str());
@@ -481,10 +497,10 @@ fn with_context(
 ) -> Box<AuditRecord> {
     let mut record = record.direction(context.direction).action(action);
     if !context.mcp_method.is_empty() {
-        record = record.mcp_method(mcp::method_name(&context.mcp_method));
+        record = record.mcp_method(context.mcp_method.clone());
     }
     if let Some(id) = &context.mcp_id {
-        record = record.mcp_id(id.clone());
+        record = record.mcp_id(Arc::clone(id));
     }
     record
 }

@@ -17,6 +17,7 @@ use super::{integrity, inventory, lifecycle, quota, timeout, tool_latency, trace
 use crate::enforce::reply::{self, Denial};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::Decision;
+use crate::hooks::mcp;
 use crate::jsonrpc::{codes, error_response, Message, MessageKind, RequestId};
 use crate::metrics::METRICS;
 use crate::session::{AdmissionError, Direction, PendingRequest, PendingState, Session};
@@ -78,15 +79,14 @@ async fn refused(
     )
     .await;
     let entry = receipt
-        .as_ref()
         .ok()
-        .and_then(Option::as_ref)
-        .map(|r| r.entry_id.as_str());
+        .flatten()
+        .map(|receipt| receipt.entry_id_text());
     Some(match (&message.kind, &message.id) {
         (MessageKind::Request, Some(id)) => vec![Delivery::Reply(reply::blocked_request(
             id,
             message.method(),
-            &Denial::of(&decision, entry),
+            &Denial::of(&decision, entry.as_deref()),
         ))],
         _ => Vec::new(),
     })
@@ -106,11 +106,7 @@ fn refuse_unrecorded(message: &Message, err: &crate::audit::AuditError) -> Vec<D
 }
 
 fn context_of(direction: Direction, message: &Message, mcp_method: &str) -> MessageContext {
-    MessageContext {
-        direction,
-        mcp_method: mcp_method.to_owned(),
-        mcp_id: message.id.as_ref().map(RequestId::to_value),
-    }
+    MessageContext::new(direction, mcp_method, message.id.as_ref())
 }
 
 /// The message as a tree for the hooks; a message that has none (a
@@ -183,7 +179,7 @@ async fn handle_request(
     let Some(id) = message.id.clone() else {
         return Vec::new();
     };
-    let method = message.method().to_owned();
+    let method = mcp::method_name(message.method());
     let mut doc = match parse(session, direction, &message, None).await {
         Ok(doc) => doc,
         Err(reply) => return reply,

@@ -125,11 +125,7 @@ pub async fn screen_fetched(session: &Session, method: &str, items: &[Value]) {
     let Some(section) = Section::of_list(method) else {
         return;
     };
-    let context = MessageContext {
-        direction: crate::session::Direction::ServerToClient,
-        mcp_method: method.to_owned(),
-        mcp_id: None,
-    };
+    let context = MessageContext::new(crate::session::Direction::ServerToClient, method, None);
     screen_items(session, section, items, true, &context).await;
 }
 
@@ -340,5 +336,5 @@ async fn refuse(
         .await
         .ok()
         .flatten()
-        .map(|receipt| receipt.entry_id)
+        .map(|receipt| receipt.entry_id_text())
 }

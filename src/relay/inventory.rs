@@ -232,11 +232,11 @@ async fn rejoin(session: &Session, route: &VirtualRoute, inventory: Inventory) -
         learned.snapshot_sent = true;
         learned.inventory = Inventory::default();
     }
-    let context = MessageContext {
-        direction: Direction::ServerToClient,
-        mcp_method: "notifications/tools/list_changed".into(),
-        mcp_id: None,
-    };
+    let context = MessageContext::new(
+        Direction::ServerToClient,
+        "notifications/tools/list_changed",
+        None,
+    );
     let blocked = emit_changed(session, inventory.clone(), "server_restarted", &context).await;
     match &blocked {
         None => route.report_inventory(inventory),
@@ -257,11 +257,7 @@ pub async fn send_snapshot(session: &Session, payload: Value) -> Option<Blocked>
         session,
         HookRequest::new(hooks::AGBOM_SNAPSHOT, payload, None),
     );
-    let context = MessageContext {
-        direction: Direction::ServerToClient,
-        mcp_method: "initialize".into(),
-        mcp_id: None,
-    };
+    let context = MessageContext::new(Direction::ServerToClient, "initialize", None);
     decide_inventory(session, &hook, &context).await
 }
 
@@ -272,11 +268,11 @@ pub async fn withdraw(session: &Session) {
     if !session.learned().snapshot_sent {
         return;
     }
-    let context = MessageContext {
-        direction: Direction::ServerToClient,
-        mcp_method: "notifications/tools/list_changed".into(),
-        mcp_id: None,
-    };
+    let context = MessageContext::new(
+        Direction::ServerToClient,
+        "notifications/tools/list_changed",
+        None,
+    );
     let _ = emit_changed(session, Inventory::default(), "server_exited", &context).await;
 }
 
@@ -325,7 +321,7 @@ async fn decide_inventory(
         (false, Ok(_)) => None,
         (true, Ok(receipt)) => Some(Blocked {
             decision: decided.decision,
-            entry_id: receipt.map(|receipt| receipt.entry_id),
+            entry_id: receipt.map(|receipt| receipt.entry_id_text()),
         }),
         (_, Err(err)) => Some(Blocked {
             decision: decide::audit_refusal(&err),

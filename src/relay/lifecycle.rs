@@ -233,9 +233,5 @@ pub async fn end(session: &Session, reason: SessionEndReason) {
 }
 
 fn lifecycle_context(mcp_method: &str) -> MessageContext {
-    MessageContext {
-        direction: Direction::ClientToServer,
-        mcp_method: mcp_method.to_owned(),
-        mcp_id: None,
-    }
+    MessageContext::new(Direction::ClientToServer, mcp_method, None)
 }

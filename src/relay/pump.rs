@@ -401,11 +401,7 @@ async fn record_refusal(session: &Session, direction: Direction, detail: String)
             .with_label_values(&[session.upstream.as_str(), "malformed"])
             .inc();
     }
-    let context = MessageContext {
-        direction,
-        mcp_method: String::new(),
-        mcp_id: None,
-    };
+    let context = MessageContext::new(direction, "", None);
     let decision = Decision::deny("malformed input refused by the proxy", None);
     let step = uuid::Uuid::new_v4().to_string();
     let _ = decide::record_event(session, step, &decision, &context, Action::Dropped, detail).await;

@@ -97,11 +97,7 @@ async fn refuse(
     RATE_LIMITED.with_label_values(&[refused.limit()]).inc();
     let reason = refused.to_string();
     let decision = Decision::deny(reason.clone(), Some(RATE_LIMITED_REASON));
-    let context = MessageContext {
-        direction,
-        mcp_method: mcp_method.to_owned(),
-        mcp_id: Some(id.to_value()),
-    };
+    let context = MessageContext::new(direction, mcp_method, Some(id));
     let step = uuid::Uuid::new_v4().to_string();
     let detail = format!("limit {:?} reached; request refused", refused.limit());
     let recorded =
@@ -134,11 +130,7 @@ pub async fn refuse_in_flight(
     limit.count();
     let reason = limit.to_string();
     let decision = Decision::deny(reason.clone(), Some("limit_exceeded"));
-    let context = MessageContext {
-        direction,
-        mcp_method: message.method().to_owned(),
-        mcp_id: message.id.as_ref().map(RequestId::to_value),
-    };
+    let context = MessageContext::new(direction, message.method(), message.id.as_ref());
     let step = uuid::Uuid::new_v4().to_string();
     let detail = format!("{} limit reached; request refused", limit.label());
     let _ = decide::record_event(session, step, &decision, &context, Action::Blocked, detail).await;

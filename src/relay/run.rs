@@ -184,11 +184,7 @@ async fn fail_pending(session: &Session, exit: &UpstreamExit) {
     let decision = Decision::deny(reason.clone(), None);
     for (id, request) in session.client_pending.drain() {
         request.cancel.cancel();
-        let context = MessageContext {
-            direction: Direction::ServerToClient,
-            mcp_method: request.method.clone(),
-            mcp_id: Some(id.to_value()),
-        };
+        let context = MessageContext::new(Direction::ServerToClient, &request.method, Some(&id));
         let step = Uuid::new_v4().to_string();
         let _ = decide::record_event(
             session,

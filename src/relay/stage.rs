@@ -306,7 +306,7 @@ async fn block(
     match decide::record_hook(session, hook, decided, &flow.context, action, None).await {
         Ok(receipt) => StageResult::Blocked {
             decision: Box::new(decided.decision.clone()),
-            entry_id: receipt.map(|receipt| receipt.entry_id),
+            entry_id: receipt.map(|receipt| receipt.entry_id_text()),
         },
         Err(err) => audit_failed(err),
     }
@@ -462,7 +462,7 @@ fn blocked_with(
     match event {
         Ok(receipt) => StageResult::Blocked {
             decision: Box::new(decision),
-            entry_id: receipt.map(|receipt| receipt.entry_id),
+            entry_id: receipt.map(|receipt| receipt.entry_id_text()),
         },
         Err(err) => audit_failed(err),
     }

@@ -97,11 +97,11 @@ async fn expire(session: &Session, watched: &Due, limit: Duration) {
         .upstream_errors_total
         .with_label_values(&[session.upstream.as_str(), "timeout"])
         .inc();
-    let context = MessageContext {
-        direction: Direction::ClientToServer,
-        mcp_method: request.method.clone(),
-        mcp_id: Some(watched.id.to_value()),
-    };
+    let context = MessageContext::new(
+        Direction::ClientToServer,
+        &request.method,
+        Some(&watched.id),
+    );
     let decision = Decision::deny(reason.clone(), None);
     let step = uuid::Uuid::new_v4().to_string();
     let detail = format!("{reason}; cancelled upstream");

@@ -26,7 +26,7 @@ pub(super) fn decide(
         .map_err(|err| GuardianError::Malformed(format!("{} gave {err}", policy.query())))?;
     if decision.policy_references.is_empty() {
         decision.policy_references = vec![PolicyReference {
-            policy_id: Some(policy.policy_id().to_owned()),
+            policy_id: Some(policy.policy_id().into()),
             rule_id: None,
         }];
     }
