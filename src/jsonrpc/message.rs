@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::ScanError;
+use crate::hooks::mcp;
 
 /// What a single JSON-RPC message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,36 +22,101 @@ pub enum MessageKind {
 }
 
 /// A request id, kept as its exact JSON text (`1` and `"1"` are different ids).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RequestId(Box<str>);
+///
+/// Ids of up to 22 bytes, which is nearly all of them, are kept inline: every request and response carries an id and the relay clones
+/// it into its pending table, so a boxed copy was several allocations per
+/// call.
+#[derive(Clone)]
+pub struct RequestId(IdText);
+
+/// The longest id text kept inline: an inline id is then no bigger than a
+/// `String`.
+const INLINE_ID: usize = 22;
+
+#[derive(Clone)]
+enum IdText {
+    Inline { len: u8, bytes: [u8; INLINE_ID] },
+    Boxed(Box<str>),
+}
 
 impl RequestId {
     /// Wraps the JSON text of an id (a JSON string with its quotes, or a number).
     pub fn from_json(text: &str) -> Self {
-        Self(text.trim().into())
+        let text = text.trim();
+        if text.len() > INLINE_ID {
+            return Self(IdText::Boxed(text.into()));
+        }
+        let mut bytes = [0; INLINE_ID];
+        bytes[..text.len()].copy_from_slice(text.as_bytes());
+        Self(IdText::Inline {
+            len: text.len() as u8,
+            bytes,
+        })
     }
 
     /// The id as JSON text, ready to splice into a message.
     pub fn as_json(&self) -> &str {
-        &self.0
+        match &self.0 {
+            // Copied from a `&str` whole, so always UTF-8; checked rather
+            // than assumed because the crate has no `unsafe`.
+            IdText::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
+            }
+            IdText::Boxed(text) => text,
+        }
     }
 
     /// The id as a JSON value (for hook payloads and audit entries).
     pub fn to_value(&self) -> serde_json::Value {
-        serde_json::from_str(&self.0).unwrap_or(serde_json::Value::Null)
+        serde_json::from_str(self.as_json()).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+// Equality, order and hash are those of the text, whichever way it is
+// stored, as `Borrow<str>` requires.
+
+impl PartialEq for RequestId {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_json() == other.as_json()
+    }
+}
+
+impl Eq for RequestId {}
+
+impl PartialOrd for RequestId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for RequestId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_json().cmp(other.as_json())
+    }
+}
+
+impl std::hash::Hash for RequestId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_json().hash(state);
     }
 }
 
 /// Looked up by its JSON text, as read from a frame.
 impl std::borrow::Borrow<str> for RequestId {
     fn borrow(&self) -> &str {
-        &self.0
+        self.as_json()
+    }
+}
+
+impl fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("RequestId").field(&self.as_json()).finish()
     }
 }
 
 impl fmt::Display for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_json())
     }
 }
 
@@ -63,8 +129,10 @@ pub struct Message {
     pub kind: MessageKind,
     /// The id of a request or response.
     pub id: Option<RequestId>,
-    /// The method of a request or notification.
-    pub method: Option<String>,
+    /// The method of a request or notification: a static string for the
+    /// methods MCP defines (see [`mcp::method_name`]), so that peeking a
+    /// message costs no allocation for them.
+    pub method: Option<Cow<'static, str>>,
 }
 
 impl Message {
@@ -113,9 +181,9 @@ pub enum PeekError {
 #[derive(Deserialize)]
 #[serde(bound(deserialize = "P: Deserialize<'de>"))]
 pub(super) struct Envelope<'a, P> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "borrowed")]
     pub(super) jsonrpc: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "borrowed")]
     pub(super) method: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "present")]
     pub(super) id: Option<&'a RawValue>,
@@ -159,6 +227,20 @@ pub(super) struct Members<'e> {
     pub(super) result: bool,
     /// `error` is present.
     pub(super) error: bool,
+}
+
+/// Reads an optional string borrowed from the frame, copied only when it
+/// has escapes to decode. Serde borrows a bare `Cow<str>` but always copies
+/// one inside an `Option`, which was an allocation per member per message.
+fn borrowed<'de, D>(deserializer: D) -> Result<Option<Cow<'de, str>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(transparent)]
+    struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
+    let text = Option::<Borrowed<'de>>::deserialize(deserializer)?;
+    Ok(text.map(|Borrowed(text)| text))
 }
 
 /// Keeps an explicit `null` as `Some("null")`: `"id": null` is not the same
@@ -242,7 +324,7 @@ pub(super) fn data_error(bytes: &[u8], err: serde_json::Error) -> PeekError {
 pub(super) fn classify(
     members: &Members<'_>,
     id: &Option<RequestId>,
-) -> Result<(MessageKind, Option<String>), PeekError> {
+) -> Result<(MessageKind, Option<Cow<'static, str>>), PeekError> {
     let invalid = |reason: &str| PeekError::Invalid {
         id: id.clone(),
         reason: reason.to_owned(),
@@ -256,9 +338,9 @@ pub(super) fn classify(
     match (members.method, id) {
         (Some(method), Some(id)) => {
             check_request_id(id).map_err(invalid)?;
-            Ok((MessageKind::Request, Some(method.to_string())))
+            Ok((MessageKind::Request, Some(mcp::method_name(method))))
         }
-        (Some(method), None) => Ok((MessageKind::Notification, Some(method.to_string()))),
+        (Some(method), None) => Ok((MessageKind::Notification, Some(mcp::method_name(method)))),
         (None, Some(_)) => match (members.result, members.error) {
             (true, false) | (false, true) => Ok((MessageKind::Response, None)),
             _ => Err(invalid(
@@ -316,6 +398,53 @@ mod tests {
     fn escaped_method_is_decoded() {
         let request = single(r#"{"jsonrpc":"2.0","id":1,"method":"tools\/call"}"#);
         assert_eq!(request.method.as_deref(), Some("tools/call"));
+    }
+
+    #[test]
+    fn escaped_members_are_decoded_and_plain_ones_borrowed() {
+        let text = r#"{"jsonrpc":"\u0032.0","method":"tools\/call"}"#;
+        let envelope: Envelope<'_, &RawValue> = serde_json::from_str(text).unwrap();
+        assert_eq!(envelope.jsonrpc.as_deref(), Some("2.0"));
+        assert_eq!(envelope.method.as_deref(), Some("tools/call"));
+        assert!(matches!(envelope.method, Some(Cow::Owned(_))));
+        let text = r#"{"jsonrpc":"2.0","method":"tools/call"}"#;
+        let envelope: Envelope<'_, &RawValue> = serde_json::from_str(text).unwrap();
+        assert!(matches!(envelope.jsonrpc, Some(Cow::Borrowed("2.0"))));
+        assert!(matches!(envelope.method, Some(Cow::Borrowed("tools/call"))));
+        // `null` reads as absent, as it did for the derived `Option`.
+        let text = r#"{"jsonrpc":"2.0","method":null,"id":1,"result":{}}"#;
+        assert_eq!(single(text).kind, MessageKind::Response);
+    }
+
+    #[test]
+    fn known_methods_are_static_and_others_copied() {
+        let request = single(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#);
+        assert!(matches!(request.method, Some(Cow::Borrowed("tools/call"))));
+        let request = single(r#"{"jsonrpc":"2.0","id":1,"method":"vendor/x"}"#);
+        assert!(matches!(request.method, Some(Cow::Owned(_))));
+        assert_eq!(request.method(), "vendor/x");
+    }
+
+    #[test]
+    fn ids_compare_and_hash_by_text_whatever_their_length() {
+        use std::collections::HashSet;
+        let short = "\"".to_owned() + &"s".repeat(INLINE_ID - 2) + "\"";
+        let long = "\"".to_owned() + &"l".repeat(INLINE_ID - 1) + "\"";
+        let mut ids = HashSet::new();
+        for text in ["7", " 7 ", short.as_str(), long.as_str()] {
+            let id = RequestId::from_json(text);
+            assert_eq!(id.as_json(), text.trim());
+            assert_eq!(id.to_string(), text.trim());
+            assert_eq!(id, RequestId::from_json(text.trim()));
+            ids.insert(id);
+        }
+        assert_eq!(ids.len(), 3);
+        assert!(ids.contains(long.as_str()) && ids.contains(short.as_str()));
+        assert!(RequestId::from_json("10") < RequestId::from_json("9"));
+        assert_eq!(
+            format!("{:?}", RequestId::from_json("1")),
+            r#"RequestId("1")"#
+        );
     }
 
     #[test]

@@ -99,7 +99,7 @@ impl Outgoing {
     }
 
     fn single(message: &Message) -> Self {
-        let method = message.method.clone();
+        let method = message.method.clone().map(Cow::into_owned);
         let request = message.kind == MessageKind::Request;
         let params = serde_json::from_slice::<WithParams<'_>>(&message.bytes)
             .ok()
