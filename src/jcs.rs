@@ -270,13 +270,36 @@ pub fn write_object_without<S: Sink>(
     sink.put(b"{");
     if sorted {
         write_members(sink, members.iter().filter(kept))?;
+    } else if members.len() <= SORTED_ON_STACK {
+        let mut entries = [None; SORTED_ON_STACK];
+        let mut count = 0;
+        for (slot, entry) in entries.iter_mut().zip(members.iter().filter(kept)) {
+            *slot = Some(entry);
+            count += 1;
+        }
+        write_sorted(sink, &mut entries[..count])?;
     } else {
-        let mut entries: Vec<(&String, &Value)> = members.iter().filter(kept).collect();
-        entries.sort_unstable_by(|(a, _), (b, _)| key_order(a, b));
-        write_members(sink, entries.into_iter())?;
+        let mut entries: Vec<_> = members.iter().filter(kept).map(Some).collect();
+        write_sorted(sink, &mut entries)?;
     }
     sink.put(b"}");
     Ok(())
+}
+
+/// Objects of up to this many members are sorted in an array on the
+/// stack: a message, its `params` and a hook payload are such objects, and
+/// a `Vec` each was an allocation per object per hashed hook.
+const SORTED_ON_STACK: usize = 16;
+
+/// Sorts `entries` (all `Some`) by key and writes them.
+fn write_sorted<'a, S: Sink>(
+    sink: &mut S,
+    entries: &mut [Option<(&'a String, &'a Value)>],
+) -> Result<(), JcsError> {
+    let key =
+        |entry: &Option<(&'a String, &'a Value)>| -> &'a str { entry.map_or("", |(key, _)| key) };
+    entries.sort_unstable_by(|a, b| key_order(key(a), key(b)));
+    write_members(sink, entries.iter().flatten().copied())
 }
 
 fn write_members<'a, S: Sink>(
@@ -633,6 +656,35 @@ mod tests {
         let mut bytes = Vec::new();
         write_object_without(&mut bytes, members, &["entry_hash", "previous_hash"]).unwrap();
         assert_eq!(bytes, br#"{"a":2,"z":1}"#);
+    }
+
+    // Objects up to `SORTED_ON_STACK` members are sorted on the stack,
+    // bigger ones in a `Vec`: both must give the reference order, with and
+    // without skipped keys.
+    #[test]
+    fn objects_of_every_size_sort_by_key() {
+        for size in 0..=2 * SORTED_ON_STACK + 1 {
+            let mut members = Map::new();
+            for index in (0..size).rev() {
+                members.insert(
+                    format!("k{index:02}\u{1f600}{}", index % 3),
+                    Value::from(index),
+                );
+            }
+            members.insert("skipped".into(), Value::Null);
+            let value = Value::Object(members.clone());
+            let mut written = Vec::new();
+            write_object_without(&mut written, &members, &["skipped"]).unwrap();
+            members.remove("skipped");
+            let reference = serde_json_canonicalizer::to_vec(&Value::Object(members)).unwrap();
+            assert_eq!(written, reference, "{size} members");
+            let reference = serde_json_canonicalizer::to_vec(&value).unwrap();
+            assert_eq!(
+                canonical_bytes(&value).unwrap(),
+                reference,
+                "{size} members"
+            );
+        }
     }
 
     /// A small deterministic generator of awkward JSON: every escape class,
