@@ -98,10 +98,11 @@ pub async fn run_all(
     let Ok(ahead) = prefetch(session, stages, doc, flow, cancel).await else {
         return Passage::Cancelled;
     };
+    let mut ahead = ahead.into_iter();
     let mut as_read = true;
     let mut tool_call_request = None;
-    for (stage, ahead) in stages.iter().zip(ahead) {
-        let ahead = match ahead {
+    for stage in stages {
+        let ahead = match ahead.next() {
             Some(prefetched) if !as_read => {
                 tracing::debug!(
                     method = %prefetched.hook.method,
@@ -131,16 +132,17 @@ pub async fn run_all(
 }
 
 /// With `[guardian] batch` and more than one stage: every stage's hook,
-/// built from the message as read, asked in one batch. One slot per stage,
-/// all empty when nothing was asked ahead.
+/// built from the message as read, asked in one batch. One per stage, or
+/// none when nothing was asked ahead: empty, so that the usual case (no
+/// batching) allocates nothing.
 async fn prefetch(
     session: &Session,
     stages: &[Stage],
     doc: &MessageDoc,
     flow: &Flow,
     cancel: &CancellationToken,
-) -> Result<Vec<Option<Prefetched>>, Cancelled> {
-    let nothing = || stages.iter().map(|_| None).collect();
+) -> Result<Vec<Prefetched>, Cancelled> {
+    let nothing = Vec::new;
     if stages.len() < 2 || !session.config.guardian.batch {
         return Ok(nothing());
     }
@@ -160,7 +162,7 @@ async fn prefetch(
     Ok(built
         .into_iter()
         .zip(answers)
-        .map(|(hook, answer)| Some(Prefetched { hook, answer }))
+        .map(|(hook, answer)| Prefetched { hook, answer })
         .collect())
 }
 
