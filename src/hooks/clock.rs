@@ -51,6 +51,61 @@ impl Stamp {
     }
 }
 
+/// When a hook fired, as its envelope spells it: stamped now, inline
+/// (a `String` per hook was an allocation per hook), or as a hook file
+/// replayed by `acs-proxy policy test` gives it, which need not be in the
+/// proxy's fixed-width form.
+#[derive(Clone, PartialEq, Eq)]
+pub enum HookTime {
+    /// Stamped by the proxy's clock.
+    Stamped(Stamp),
+    /// Given as text.
+    Given(Box<str>),
+}
+
+impl HookTime {
+    /// Now.
+    pub fn now() -> Self {
+        Self::Stamped(Stamp::now())
+    }
+
+    /// The timestamp's text.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Stamped(stamp) => stamp.as_str(),
+            Self::Given(text) => text,
+        }
+    }
+}
+
+/// Read as the `&str` the field was when it was a `String`.
+impl std::ops::Deref for HookTime {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Display for HookTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Debug for HookTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+/// A timestamp given as text.
+impl From<String> for HookTime {
+    fn from(text: String) -> Self {
+        Self::Given(text.into())
+    }
+}
+
 /// Formats `unix_secs` seconds and `millis` milliseconds after the epoch.
 fn format_millis(unix_secs: u64, millis: u32) -> [u8; LEN] {
     let days = unix_secs / 86_400;

@@ -1,12 +1,15 @@
 //! The ACS request envelope (§3): what every hook carries.
 
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::Deref;
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 use uuid::fmt::Hyphenated;
 use uuid::Uuid;
 
-use super::clock::now_rfc3339;
+use super::clock::HookTime;
 use super::identity::Identity;
 use super::payload::HookPayload;
 use crate::jcs::{self, HashSink, HexDigest, JcsError, Sink};
@@ -85,16 +88,77 @@ impl Metadata {
     }
 }
 
+/// A hook's ACS method. Static for the step methods and the wrapped known
+/// MCP methods (see [`super::mcp::wrapped_method`]), copied only for
+/// others: every proxied call makes several hooks, and a `String` each was
+/// an allocation per hook.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct HookMethod(Cow<'static, str>);
+
+impl HookMethod {
+    /// The method's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Read as the `&str` the field was when it was a `String`.
+impl Deref for HookMethod {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for HookMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for HookMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+/// A method the proxy names by a constant, kept without a copy.
+impl From<&'static str> for HookMethod {
+    fn from(method: &'static str) -> Self {
+        Self(Cow::Borrowed(method))
+    }
+}
+
+/// A method read at run time (a hook file's).
+impl From<String> for HookMethod {
+    fn from(method: String) -> Self {
+        Self(Cow::Owned(method))
+    }
+}
+
+impl PartialEq<str> for HookMethod {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for HookMethod {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
 /// One hook invocation: a method, a fresh `request_id`, when it fired, and
 /// the payload. The tool name rides along for policy matching only.
 #[derive(Debug, Clone)]
 pub struct HookRequest {
     /// The ACS method, e.g. `protocols/MCP/tools/call` or `steps/toolCallRequest`.
-    pub method: String,
+    pub method: HookMethod,
     /// Unique per hook invocation; the audit entry's `step_id`.
     pub request_id: Uuid,
     /// When the hook fired (RFC 3339).
-    pub timestamp: String,
+    pub timestamp: HookTime,
     /// The method-specific payload; shared, because the wrapped hook's
     /// payload is the message itself and the tool steps' are read from it,
     /// and copying it per hook was a measurable share of the per-call cost.
@@ -145,14 +209,14 @@ impl std::fmt::Debug for ParamsHead {
 impl HookRequest {
     /// A hook firing now with a fresh request id.
     pub fn new(
-        method: impl Into<String>,
+        method: impl Into<HookMethod>,
         payload: impl Into<HookPayload>,
         tool: Option<Arc<str>>,
     ) -> Self {
         Self {
             method: method.into(),
             request_id: Uuid::new_v4(),
-            timestamp: now_rfc3339(),
+            timestamp: HookTime::now(),
             payload: payload.into(),
             tool,
             called_as: None,
@@ -177,7 +241,7 @@ impl HookRequest {
         let mut params = json!({
             "acs_version": ACS_VERSION,
             "request_id": self.request_id.to_string(),
-            "timestamp": self.timestamp,
+            "timestamp": self.timestamp.as_str(),
             "metadata": metadata.to_value(),
             "payload": self.payload.tree(),
         });
@@ -238,7 +302,7 @@ impl HookRequest {
         json!({
             "jsonrpc": "2.0",
             "id": jsonrpc_id,
-            "method": self.method,
+            "method": self.method.as_str(),
             "params": self.params(metadata),
         })
     }

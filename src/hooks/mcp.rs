@@ -4,8 +4,19 @@
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
-/// The hook method for an MCP method.
-pub fn wrapped_method(mcp_method: &str) -> String {
+use super::HookMethod;
+
+/// The hook method for an MCP method: static for [`KNOWN_METHODS`], since
+/// every message makes one, copied only for others.
+pub fn wrapped_method(mcp_method: &str) -> HookMethod {
+    match KNOWN_METHODS.iter().position(|known| *known == mcp_method) {
+        Some(index) => HookMethod::from(WRAPPED_KNOWN[index].as_str()),
+        None => HookMethod::from(wrap(mcp_method)),
+    }
+}
+
+/// `protocols/MCP/<mcp_method>`.
+fn wrap(mcp_method: &str) -> String {
     let mut method = String::with_capacity(PREFIX.len() + mcp_method.len());
     method.push_str(PREFIX);
     method.push_str(mcp_method);
@@ -89,9 +100,9 @@ pub fn hook_method_name(hook_method: &str) -> Cow<'static, str> {
     }
 }
 
-/// `wrapped_method` of each of [`KNOWN_METHODS`], in the same order.
+/// The wrapped form of each of [`KNOWN_METHODS`], in the same order.
 static WRAPPED_KNOWN: LazyLock<Vec<String>> =
-    LazyLock::new(|| KNOWN_METHODS.iter().map(|m| wrapped_method(m)).collect());
+    LazyLock::new(|| KNOWN_METHODS.iter().map(|method| wrap(method)).collect());
 
 #[cfg(test)]
 mod tests {
@@ -102,6 +113,18 @@ mod tests {
         assert_eq!(wrapped_method("tools/call"), "protocols/MCP/tools/call");
         assert_eq!(method_label("tools/call"), "tools/call");
         assert_eq!(method_label("vendor/evil-label-123"), "other");
+    }
+
+    #[test]
+    fn known_methods_wrap_to_one_shared_string() {
+        for known in KNOWN_METHODS {
+            let (one, two) = (wrapped_method(known), wrapped_method(known));
+            assert_eq!(one, format!("{PREFIX}{known}").as_str());
+            assert_eq!(one.as_ptr(), two.as_ptr(), "{known}");
+        }
+        let (one, two) = (wrapped_method("vendor/x"), wrapped_method("vendor/x"));
+        assert_eq!(one, "protocols/MCP/vendor/x");
+        assert_ne!(one.as_ptr(), two.as_ptr());
     }
 
     #[test]

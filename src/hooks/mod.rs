@@ -21,9 +21,9 @@ mod payload;
 mod pointer;
 pub mod tool_call;
 
-pub use clock::{now_rfc3339, Stamp};
+pub use clock::{now_rfc3339, HookTime, Stamp};
 pub use context::{GatewayContext, VirtualRoute};
-pub use envelope::{HookRequest, Metadata, ParamsHead, ACS_VERSION, PLATFORM};
+pub use envelope::{HookMethod, HookRequest, Metadata, ParamsHead, ACS_VERSION, PLATFORM};
 pub use identity::{Identity, IdentityDescriptor};
 pub use payload::{HookPayload, ToolStep};
 pub use pointer::PointerToken;
@@ -74,7 +74,7 @@ pub fn emitted_methods(tools_call: ToolsCallHooks) -> Vec<String> {
         mcp::KNOWN_METHODS
             .iter()
             .filter(|method| wraps_tools_call || **method != "tools/call")
-            .map(|method| mcp::wrapped_method(method)),
+            .map(|method| mcp::wrapped_method(method).to_string()),
     );
     methods
 }

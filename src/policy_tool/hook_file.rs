@@ -109,7 +109,7 @@ impl HookFile {
             hook.request_id = uuid(&id, "params.request_id")?;
         }
         if let Some(timestamp) = params.timestamp {
-            hook.timestamp = timestamp;
+            hook.timestamp = timestamp.into();
         }
         let written_metadata = params.metadata;
         let user = written_metadata.user_context.map(|user| {

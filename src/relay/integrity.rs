@@ -115,8 +115,11 @@ fn tools_call_methods(hooks: ToolsCallHooks) -> Vec<String> {
     let wrapped = crate::hooks::mcp::wrapped_method("tools/call");
     match hooks {
         ToolsCallHooks::Steps => vec![crate::hooks::TOOL_CALL_REQUEST.to_owned()],
-        ToolsCallHooks::Wrapped => vec![wrapped],
-        ToolsCallHooks::Both => vec![crate::hooks::TOOL_CALL_REQUEST.to_owned(), wrapped],
+        ToolsCallHooks::Wrapped => vec![wrapped.to_string()],
+        ToolsCallHooks::Both => vec![
+            crate::hooks::TOOL_CALL_REQUEST.to_owned(),
+            wrapped.to_string(),
+        ],
     }
 }
 
