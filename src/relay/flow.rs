@@ -17,7 +17,6 @@ use super::{integrity, inventory, lifecycle, quota, timeout, tool_latency, trace
 use crate::enforce::reply::{self, Denial};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::Decision;
-use crate::hooks::mcp;
 use crate::jsonrpc::{codes, error_response, Message, MessageKind, RequestId};
 use crate::metrics::METRICS;
 use crate::session::{AdmissionError, Direction, PendingRequest, PendingState, Session};
@@ -179,7 +178,8 @@ async fn handle_request(
     let Some(id) = message.id.clone() else {
         return Vec::new();
     };
-    let method = mcp::method_name(message.method());
+    // Static for the methods MCP defines: no copy.
+    let method = message.method.clone().unwrap_or_default();
     let mut doc = match parse(session, direction, &message, None).await {
         Ok(doc) => doc,
         Err(reply) => return reply,
@@ -387,7 +387,7 @@ async fn handle_notification(
     direction: Direction,
     message: Message,
 ) -> Vec<Delivery> {
-    let method = message.method().to_owned();
+    let method = message.method.clone().unwrap_or_default();
     let mut doc = match parse(session, direction, &message, None).await {
         Ok(doc) => doc,
         Err(refusal) => return refusal,
