@@ -56,9 +56,20 @@ impl MessageContext {
     /// under JSON-RPC id `id` (`None` for a notification or for an event
     /// of no particular message).
     pub fn new(direction: Direction, mcp_method: &str, id: Option<&RequestId>) -> Self {
+        Self::for_method(direction, mcp::method_name(mcp_method), id)
+    }
+
+    /// [`Self::new`] for a method already spelled as
+    /// [`mcp::method_name`] spells it (a peeked message's, a pending
+    /// request's), so it is not looked up again.
+    pub fn for_method(
+        direction: Direction,
+        mcp_method: Cow<'static, str>,
+        id: Option<&RequestId>,
+    ) -> Self {
         Self {
             direction,
-            mcp_method: mcp::method_name(mcp_method),
+            mcp_method,
             mcp_id: id.map(|id| Arc::new(id.to_value())),
         }
     }

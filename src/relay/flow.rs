@@ -2,6 +2,7 @@
 //! notifications each take their own path through the hook pipeline and
 //! come out as zero or more [`Delivery`]s.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,6 +18,7 @@ use super::{integrity, inventory, lifecycle, quota, timeout, tool_latency, trace
 use crate::enforce::reply::{self, Denial};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::Decision;
+use crate::hooks::mcp;
 use crate::jsonrpc::{codes, error_response, Message, MessageKind, RequestId};
 use crate::metrics::METRICS;
 use crate::session::{AdmissionError, Direction, PendingRequest, PendingState, Session};
@@ -61,7 +63,11 @@ async fn refused(
     }
     let reason = session.learned().refused.clone()?;
     let decision = Decision::deny(format!("the session was refused: {reason}"), None);
-    let context = context_of(direction, message, message.method());
+    let context = context_of(
+        direction,
+        message,
+        message.method.clone().unwrap_or_default(),
+    );
     let action = if message.kind == MessageKind::Request {
         Action::Blocked
     } else {
@@ -104,8 +110,12 @@ fn refuse_unrecorded(message: &Message, err: &crate::audit::AuditError) -> Vec<D
     }
 }
 
-fn context_of(direction: Direction, message: &Message, mcp_method: &str) -> MessageContext {
-    MessageContext::new(direction, mcp_method, message.id.as_ref())
+fn context_of(
+    direction: Direction,
+    message: &Message,
+    mcp_method: Cow<'static, str>,
+) -> MessageContext {
+    MessageContext::for_method(direction, mcp_method, message.id.as_ref())
 }
 
 /// The message as a tree for the hooks; a message that has none (a
@@ -140,7 +150,7 @@ async fn refuse_unparsable(
     };
     let reason = format!("{kind}: {err}");
     let method = answer_to.unwrap_or(message.method());
-    let context = context_of(direction, message, method);
+    let context = context_of(direction, message, mcp::method_name(method));
     let (action, deliveries) = match (message.kind, &message.id) {
         (MessageKind::Request, Some(id)) => (
             Action::Blocked,
@@ -230,7 +240,7 @@ async fn handle_request(
     if method == "initialize" {
         inventory::note_initialize_request(session, &doc.value);
     }
-    let context = context_of(direction, &message, &method);
+    let context = context_of(direction, &message, method.clone());
     if direction == Direction::ClientToServer {
         if let Some(refusal) =
             integrity::check_call(session, &method, &doc.value, &id, &context).await
@@ -330,7 +340,7 @@ async fn handle_response(
         Err(refusal) => return refusal,
     };
     let flow = Flow {
-        context: context_of(direction, &message, &request.method),
+        context: context_of(direction, &message, request.method.clone()),
         kind: MessageKind::Response,
         tool: request.tool.clone(),
         called_as: session.tool_called_as(request.tool.as_deref()),
@@ -374,7 +384,7 @@ async fn unmatched_response(
     direction: Direction,
     message: &Message,
 ) -> Vec<Delivery> {
-    let context = context_of(direction, message, "");
+    let context = context_of(direction, message, Cow::Borrowed(""));
     let decision = Decision::deny("response to no request in flight", None);
     let step = uuid::Uuid::new_v4().to_string();
     let detail = "dropped a response whose id matches no request in flight".to_owned();
@@ -393,7 +403,7 @@ async fn handle_notification(
         Err(refusal) => return refusal,
     };
     if method == "notifications/cancelled" && cancels_unforwarded(session, direction, &doc.value) {
-        let context = context_of(direction, &message, &method);
+        let context = context_of(direction, &message, method.clone());
         let detail = "cancellation of a request that was never forwarded; not passed on".to_owned();
         let step = uuid::Uuid::new_v4().to_string();
         let _ = decide::record_event(
@@ -409,7 +419,7 @@ async fn handle_notification(
     }
     inventory::note_notification(session, &method);
     let flow = Flow {
-        context: context_of(direction, &message, &method),
+        context: context_of(direction, &message, method.clone()),
         kind: MessageKind::Notification,
         tool: None,
         called_as: None,
