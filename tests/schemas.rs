@@ -686,7 +686,7 @@ fn decision_wire_types_match_response_envelope_schema() {
     );
     deny.policy_references.push(reference.clone());
     let mut redact = Decision::new(Disposition::Modify, Some("PII removed".into()));
-    redact.modifications = Some(Modifications {
+    redact.modifications = Some(Box::new(Modifications {
         redactions: vec![
             Redaction {
                 path: "/outputs/0/value".into(),
@@ -698,22 +698,22 @@ fn decision_wire_types_match_response_envelope_schema() {
             },
         ],
         ..Modifications::default()
-    });
+    }));
     redact.policy_references.push(reference);
     let mut overrides = Decision::new(Disposition::Modify, Some("argument pinned".into()));
     let mut parameter_overrides = Map::new();
     parameter_overrides.insert("b".into(), json!(1000));
-    overrides.modifications = Some(Modifications {
+    overrides.modifications = Some(Box::new(Modifications {
         parameter_overrides,
         ..Modifications::default()
-    });
+    }));
     let mut allow = Decision::allow();
     allow.chain_hash = Some("ab".repeat(32));
     let replaced = Decision {
-        modifications: Some(Modifications {
+        modifications: Some(Box::new(Modifications {
             modified_content: Some("{}".into()),
             ..Modifications::default()
-        }),
+        })),
         ..Decision::new(Disposition::Modify, Some("whole payload replaced".into()))
     };
 

@@ -182,10 +182,10 @@ mod tests {
     async fn deferral_times_out_to_deny_and_respects_budget() {
         let budget = DeferralBudget::default();
         let mut decision = Decision::new(Disposition::Defer, Some("wait".into()));
-        decision.defer_details = Some(crate::guardian::decision::DeferDetails {
+        decision.defer_details = Some(Box::new(crate::guardian::decision::DeferDetails {
             resolution_timeout_ms: Some(10),
             ..Default::default()
-        });
+        }));
         let resolution = defer(&budget, &decision, &CancellationToken::new())
             .await
             .unwrap();

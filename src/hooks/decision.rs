@@ -54,15 +54,17 @@ pub struct Decision {
     /// Which policy rule fired.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policy_references: Vec<PolicyReference>,
-    /// Present iff `decision == modify` (§6.3).
+    /// Present iff `decision == modify` (§6.3). Boxed, like the two
+    /// details below: most decisions have none, and a decision moves
+    /// through several calls and futures on every hook, at its full size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub modifications: Option<Modifications>,
+    pub modifications: Option<Box<Modifications>>,
     /// Present iff `decision == ask` (§9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ask_details: Option<AskDetails>,
+    pub ask_details: Option<Box<AskDetails>>,
     /// Present iff `decision == defer` (§6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub defer_details: Option<DeferDetails>,
+    pub defer_details: Option<Box<DeferDetails>>,
     /// The Guardian's audit-chain head after this step (remote Guardians, §8.6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chain_hash: Option<String>,

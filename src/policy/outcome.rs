@@ -41,9 +41,11 @@ impl Outcome {
         match spec.decision {
             Disposition::Ask => {
                 let question = template.reasoning.as_deref();
-                template.ask_details = Some(ask_details(spec.ask.as_ref(), question));
+                template.ask_details = Some(Box::new(ask_details(spec.ask.as_ref(), question)));
             }
-            Disposition::Defer => template.defer_details = Some(defer_details(spec.defer.as_ref())),
+            Disposition::Defer => {
+                template.defer_details = Some(Box::new(defer_details(spec.defer.as_ref())));
+            }
             Disposition::Modify => modify = Some(Modify::compile(spec)?),
             Disposition::Allow | Disposition::Deny => {}
         }
@@ -70,7 +72,10 @@ impl Outcome {
     /// The decision for a hook this outcome applies to.
     pub(crate) fn decide(&self, hook: &HookView<'_>) -> Decision {
         let mut decision = self.template.clone();
-        decision.modifications = self.modify.as_ref().map(|m| m.modifications(hook));
+        decision.modifications = self
+            .modify
+            .as_ref()
+            .map(|m| Box::new(m.modifications(hook)));
         decision
     }
 }

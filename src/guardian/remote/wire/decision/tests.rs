@@ -111,8 +111,8 @@ fn every_member_is_read() {
     assert_eq!(parsed.policy_references[0].policy_id.as_deref(), Some("p"));
     assert_eq!(parsed.policy_references[0].rule_id.as_deref(), Some("r"));
     assert_eq!(
-        parsed.modifications,
-        Some(Modifications {
+        parsed.modifications.as_deref(),
+        Some(&Modifications {
             modified_content: None,
             redactions: vec![Redaction {
                 path: "/arguments/cmd/value".into(),

@@ -103,8 +103,8 @@ fn ask_details_are_parsed() {
         json!({"decision": "ask", "reasoning": "r", "ask_details": ask_details()}),
     ));
     assert_eq!(
-        parsed.ask_details,
-        Some(AskDetails {
+        parsed.ask_details.as_deref(),
+        Some(&AskDetails {
             approver: Some(json!({"type": "human", "id": "ops"})),
             question: Some("Run rm?".into()),
             context: None,
@@ -137,8 +137,8 @@ fn defer_details_are_parsed() {
         json!({"decision": "defer", "reasoning": "r", "defer_details": defer_details()}),
     ));
     assert_eq!(
-        parsed.defer_details,
-        Some(DeferDetails {
+        parsed.defer_details.as_deref(),
+        Some(&DeferDetails {
             reason: Some("insufficient_context".into()),
             resolution_timeout_ms: Some(30000),
             timeout_decision: Some(Disposition::Deny),
