@@ -10,6 +10,7 @@
 use serde_json::Value;
 
 use super::entry::ContextEntry;
+use super::mcp_id::McpIdRef;
 use super::monitored::Monitored;
 use crate::enforce::Action;
 use crate::guardian::DecisionSource;
@@ -37,7 +38,7 @@ pub(crate) struct Content<'a> {
     pub(crate) policy_digest: Option<&'a str>,
     pub(crate) direction: Option<Direction>,
     pub(crate) mcp_method: Option<&'a str>,
-    pub(crate) mcp_id: Option<&'a Value>,
+    pub(crate) mcp_id: Option<McpIdRef<'a>>,
     pub(crate) action: Option<Action>,
     pub(crate) guardian_chain_hash: Option<&'a str>,
     pub(crate) content_digest: Option<&'a str>,
@@ -104,7 +105,7 @@ impl<'a> Content<'a> {
             policy_digest: policy_digest.as_deref(),
             direction: *direction,
             mcp_method: mcp_method.as_deref(),
-            mcp_id: mcp_id.as_ref(),
+            mcp_id: mcp_id.as_ref().map(McpIdRef::Stored),
             action: *action,
             guardian_chain_hash: guardian_chain_hash.as_deref(),
             content_digest: content_digest.as_deref(),
@@ -136,7 +137,10 @@ impl<'a> Content<'a> {
         object.str("guardian_chain_hash", self.guardian_chain_hash);
         object.value("hook_params", self.hook_params)?;
         object.str("limit", self.limit);
-        object.value("mcp_id", self.mcp_id)?;
+        if let Some(id) = self.mcp_id {
+            object.key("mcp_id");
+            id.write(object.sink)?;
+        }
         object.str("mcp_method", self.mcp_method);
         if let Some(monitored) = self.monitored {
             object.key("monitored");

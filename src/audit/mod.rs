@@ -36,6 +36,7 @@ mod entry;
 pub mod export;
 mod head;
 mod link;
+mod mcp_id;
 mod monitored;
 mod outage;
 mod outcome;
@@ -55,6 +56,7 @@ use std::sync::Arc;
 
 pub use chain::{entry_hash, entry_hash_of, request_hash};
 pub use entry::{ContextEntry, ENFORCEMENT_STEP_TYPE, SESSION_END_STEP_TYPE};
+pub use mcp_id::McpId;
 pub use monitored::Monitored;
 pub use outage::AUDIT_UNAVAILABLE_REASON;
 pub use outcome::{Action, DecisionSource};

@@ -14,6 +14,7 @@ use super::chain::hashed_line_into;
 use super::content::Content;
 #[cfg(test)]
 use super::entry::ContextEntry;
+use super::mcp_id::{McpId, McpIdRef};
 use super::monitored::Monitored;
 use super::AuditError;
 use crate::enforce::Action;
@@ -62,7 +63,7 @@ pub struct AuditRecord {
     policy_digest: Option<Arc<str>>,
     direction: Option<Direction>,
     mcp_method: Option<Cow<'static, str>>,
-    mcp_id: Option<Arc<Value>>,
+    mcp_id: Option<McpId>,
     action: Option<Action>,
     guardian_chain_hash: Option<String>,
     content_digest: Option<String>,
@@ -198,9 +199,8 @@ impl AuditRecord {
         self
     }
 
-    /// Sets the JSON-RPC id of the MCP message; shared, as every hook of
-    /// a message records the same id.
-    pub fn mcp_id(mut self: Box<Self>, id: impl Into<Arc<Value>>) -> Box<Self> {
+    /// Sets the JSON-RPC id of the MCP message.
+    pub fn mcp_id(mut self: Box<Self>, id: impl Into<McpId>) -> Box<Self> {
         self.mcp_id = Some(id.into());
         self
     }
@@ -268,11 +268,12 @@ impl AuditRecord {
     /// canonical form, so that hashing the entry later cannot fail. Every
     /// other member is a string or a flag, which always has one.
     pub(crate) fn check_canonical(&self) -> Result<(), crate::jcs::JcsError> {
-        let values = [self.mcp_id.as_deref(), self.hook_params.as_ref()];
-        values
-            .into_iter()
-            .flatten()
-            .try_for_each(crate::jcs::check_value)
+        if let Some(id) = &self.mcp_id {
+            id.check()?;
+        }
+        self.hook_params
+            .as_ref()
+            .map_or(Ok(()), crate::jcs::check_value)
     }
 
     /// Appends the JSONL line of the entry this record makes at `position`
@@ -327,7 +328,7 @@ impl AuditRecord {
             policy_digest: self.policy_digest.as_deref(),
             direction: self.direction,
             mcp_method: self.mcp_method.as_deref(),
-            mcp_id: self.mcp_id.as_deref(),
+            mcp_id: self.mcp_id.as_ref().map(McpIdRef::Record),
             action: self.action,
             guardian_chain_hash: self.guardian_chain_hash.as_deref(),
             content_digest: self.content_digest.as_deref(),
@@ -378,7 +379,7 @@ impl AuditRecord {
             policy_digest: owned(content.policy_digest),
             direction: content.direction,
             mcp_method: owned(content.mcp_method),
-            mcp_id: content.mcp_id.cloned(),
+            mcp_id: content.mcp_id.map(McpIdRef::to_value),
             action: content.action,
             guardian_chain_hash: owned(content.guardian_chain_hash),
             content_digest: owned(content.content_digest),

@@ -17,11 +17,10 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::{self, Either};
 
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::limits_in_force;
-use crate::audit::{self, AppendReceipt, AuditError, AuditRecord, Monitored, OnFailure};
+use crate::audit::{self, AppendReceipt, AuditError, AuditRecord, McpId, Monitored, OnFailure};
 use crate::enforce::Action;
 use crate::guardian::{BatchAnswer, Decision, DecisionSource, FailurePosture, GuardianError};
 use crate::hooks::{mcp, GatewayContext, HookRequest};
@@ -47,8 +46,8 @@ pub struct MessageContext {
     /// Its MCP method (for responses: the method answered), static when
     /// the proxy knows it ([`mcp::method_name`]).
     pub mcp_method: Cow<'static, str>,
-    /// Its JSON-RPC id, if any, shared by the audit records of its hooks.
-    pub mcp_id: Option<Arc<Value>>,
+    /// Its JSON-RPC id, if any, as the audit records of its hooks name it.
+    pub mcp_id: Option<McpId>,
 }
 
 impl MessageContext {
@@ -70,7 +69,7 @@ impl MessageContext {
         Self {
             direction,
             mcp_method,
-            mcp_id: id.map(|id| Arc::new(id.to_value())),
+            mcp_id: id.map(McpId::of),
         }
     }
 }
@@ -511,7 +510,7 @@ fn with_context(
         record = record.mcp_method(context.mcp_method.clone());
     }
     if let Some(id) = &context.mcp_id {
-        record = record.mcp_id(Arc::clone(id));
+        record = record.mcp_id(id.clone());
     }
     record
 }
