@@ -684,7 +684,7 @@ fn decision_wire_types_match_response_envelope_schema() {
         "the Guardian cannot apply this modification",
         Some("modify_unsupported"),
     );
-    deny.policy_references.push(reference.clone());
+    deny.policy_references = std::sync::Arc::new([reference.clone()]);
     let mut redact = Decision::new(Disposition::Modify, Some("PII removed".into()));
     redact.modifications = Some(Box::new(Modifications {
         redactions: vec![
@@ -699,7 +699,7 @@ fn decision_wire_types_match_response_envelope_schema() {
         ],
         ..Modifications::default()
     }));
-    redact.policy_references.push(reference);
+    redact.policy_references = std::sync::Arc::new([reference]);
     let mut overrides = Decision::new(Disposition::Modify, Some("argument pinned".into()));
     let mut parameter_overrides = Map::new();
     parameter_overrides.insert("b".into(), json!(1000));

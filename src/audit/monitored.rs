@@ -40,16 +40,18 @@ impl Monitored {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::hooks::decision::PolicyReference;
 
     #[test]
     fn records_disposition_rule_reasoning_and_codes() {
         let mut deny = Decision::deny("too risky", Some("risky"));
-        deny.policy_references = vec![PolicyReference {
+        deny.policy_references = Arc::new([PolicyReference {
             policy_id: Some("p".into()),
             rule_id: Some("no-x".into()),
-        }];
+        }]);
         let monitored = Monitored::of(&deny);
         assert_eq!(
             serde_json::to_value(&monitored).unwrap(),

@@ -51,9 +51,10 @@ pub struct Decision {
     /// `approver_unavailable`, `chain_mismatch`) are spelled exactly.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reason_codes: Vec<String>,
-    /// Which policy rule fired.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub policy_references: Vec<PolicyReference>,
+    /// Which policy rule fired. Shared: a rule's decision is cloned for
+    /// every hook it decides, and an empty list allocates nothing.
+    #[serde(default, skip_serializing_if = "<[_]>::is_empty")]
+    pub policy_references: Arc<[PolicyReference]>,
     /// Present iff `decision == modify` (§6.3). Boxed, like the two
     /// details below: most decisions have none, and a decision moves
     /// through several calls and futures on every hook, at its full size.
@@ -99,7 +100,7 @@ impl Decision {
             decision,
             reasoning,
             reason_codes: Vec::new(),
-            policy_references: Vec::new(),
+            policy_references: Arc::default(),
             modifications: None,
             ask_details: None,
             defer_details: None,

@@ -36,7 +36,7 @@ impl Outcome {
         check_reason_codes(&spec.reason_codes)?;
         let mut template = Decision::new(spec.decision, reasoning);
         template.reason_codes = spec.reason_codes.clone();
-        template.policy_references = vec![reference(policy_id, Some(&spec.name))];
+        template.policy_references = Arc::new([reference(policy_id, Some(&spec.name))]);
         let mut modify = None;
         match spec.decision {
             Disposition::Ask => {
@@ -93,7 +93,7 @@ pub(crate) fn fallback(default: Verdict, policy_id: &str) -> Decision {
         )),
     };
     let mut decision = Decision::new(default.disposition(), reasoning);
-    decision.policy_references = vec![reference(policy_id, None)];
+    decision.policy_references = Arc::new([reference(policy_id, None)]);
     decision
 }
 

@@ -145,10 +145,11 @@ mod tests {
     #[test]
     fn compares_only_what_is_given() {
         let mut decision = Decision::deny("no", Some("role_not_allowed"));
-        decision.policy_references = vec![crate::hooks::decision::PolicyReference {
-            policy_id: Some("p".into()),
-            rule_id: Some("r".into()),
-        }];
+        decision.policy_references =
+            std::sync::Arc::new([crate::hooks::decision::PolicyReference {
+                policy_id: Some("p".into()),
+                rule_id: Some("r".into()),
+            }]);
         let result = Ok(decision);
         assert_eq!(
             expect(serde_json::json!({"decision": "deny"})).mismatch(&result),

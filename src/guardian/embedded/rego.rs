@@ -1,6 +1,8 @@
 //! A Rego policy's answer → a decision, checked exactly as a remote
 //! Guardian's `result` is.
 
+use std::sync::Arc;
+
 use crate::guardian::remote::wire::read_decision_object;
 use crate::guardian::{Decision, GuardianError};
 use crate::hooks::decision::PolicyReference;
@@ -25,10 +27,10 @@ pub(super) fn decide(
     let mut decision = read_decision_object(&answer)
         .map_err(|err| GuardianError::Malformed(format!("{} gave {err}", policy.query())))?;
     if decision.policy_references.is_empty() {
-        decision.policy_references = vec![PolicyReference {
+        decision.policy_references = Arc::new([PolicyReference {
             policy_id: Some(policy.policy_id().into()),
             rule_id: None,
-        }];
+        }]);
     }
     Ok(decision)
 }

@@ -95,7 +95,7 @@ fn default_applies_when_nothing_matches() {
     let decision = decide(&allow, CALL, None, &json!({}));
     assert_eq!(decision.decision, Disposition::Allow);
     assert_eq!(
-        decision.policy_references,
+        *decision.policy_references,
         [PolicyReference {
             policy_id: Some("proxy.toml".into()),
             rule_id: None
@@ -127,7 +127,7 @@ reason_codes = ["secrets"]
     assert_eq!(d.reasoning.as_deref(), Some("environment is secret"));
     assert_eq!(d.reason_codes, ["secrets"]);
     assert_eq!(
-        d.policy_references,
+        *d.policy_references,
         [PolicyReference {
             policy_id: Some("corp-policy".into()),
             rule_id: Some("no-env".into())

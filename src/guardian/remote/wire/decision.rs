@@ -88,7 +88,7 @@ fn read_decision<O: JsonObject>(result: &O) -> Result<Decision, WireError> {
     }
     let mut parsed = Decision::new(decision, reasoning);
     parsed.reason_codes = optional_strings(result, "reason_codes", "result.reason_codes")?;
-    parsed.policy_references = policy_references(result)?;
+    parsed.policy_references = policy_references(result)?.into();
     parsed.modifications = details(result, "modifications", Disposition::Modify, decision)?;
     parsed.ask_details = details(result, "ask_details", Disposition::Ask, decision)?;
     parsed.defer_details = details(result, "defer_details", Disposition::Defer, decision)?;
