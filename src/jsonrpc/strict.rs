@@ -21,9 +21,6 @@ use serde_json::{Map, Number, Value};
 /// digits to a visitor.
 const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 
-/// The members an object is given room for before its first grows it.
-const INITIAL_MEMBERS: usize = 4;
-
 /// Parses `bytes` into a [`Value`], refusing duplicate keys.
 ///
 /// serde_json's recursion limit is lifted: callers parse only frames whose
@@ -108,9 +105,10 @@ impl<'de> Visitor<'de> for StrictValue {
                 .map(Value::Number)
                 .map_err(de::Error::custom);
         }
-        // A JSON-RPC envelope has four members: room for them up front
-        // saves regrowing the index of every message's outer object.
-        let mut object = Map::with_capacity(INITIAL_MEMBERS);
+        // Not sized up front: trees a session keeps (a server's tool
+        // definitions, its capabilities) are mostly small objects, and
+        // room for four members in each cost an idle session about 1 KB.
+        let mut object = Map::new();
         object.insert(first, map.next_value_seed(StrictValue)?);
         while let Some(key) = map.next_key::<String>()? {
             // One lookup both refuses a duplicate and finds the new slot.
