@@ -100,6 +100,12 @@ impl HookMethod {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The method as an audit record names it: shared with this hook when
+    /// static, so a record costs no lookup and no copy.
+    pub fn to_cow(&self) -> Cow<'static, str> {
+        self.0.clone()
+    }
 }
 
 /// Read as the `&str` the field was when it was a `String`.

@@ -82,24 +82,6 @@ pub fn method_name(mcp_method: &str) -> Cow<'static, str> {
     }
 }
 
-/// A hook method as a static string when it is one the proxy emits for a
-/// known method (see [`super::emitted_methods`]), else a copy.
-pub fn hook_method_name(hook_method: &str) -> Cow<'static, str> {
-    if let Some(step) = super::STEP_METHODS
-        .iter()
-        .find(|step| **step == hook_method)
-    {
-        return Cow::Borrowed(step);
-    }
-    let wrapped = hook_method
-        .strip_prefix(PREFIX)
-        .and_then(|mcp_method| KNOWN_METHODS.iter().position(|known| *known == mcp_method));
-    match wrapped {
-        Some(index) => Cow::Borrowed(WRAPPED_KNOWN[index].as_str()),
-        None => Cow::Owned(hook_method.to_owned()),
-    }
-}
-
 /// The wrapped form of each of [`KNOWN_METHODS`], in the same order.
 static WRAPPED_KNOWN: LazyLock<Vec<String>> =
     LazyLock::new(|| KNOWN_METHODS.iter().map(|method| wrap(method)).collect());
@@ -134,14 +116,5 @@ mod tests {
             Cow::Borrowed("tools/call")
         ));
         assert!(matches!(method_name("vendor/x"), Cow::Owned(_)));
-        let wrapped = hook_method_name("protocols/MCP/tools/call");
-        assert!(matches!(wrapped, Cow::Borrowed("protocols/MCP/tools/call")));
-        let step = hook_method_name(super::super::TOOL_CALL_RESULT);
-        assert!(matches!(step, Cow::Borrowed("steps/toolCallResult")));
-        for other in ["protocols/MCP/vendor/x", "steps/other", "tools/call"] {
-            let name = hook_method_name(other);
-            assert!(matches!(name, Cow::Owned(_)), "{other}");
-            assert_eq!(name, other);
-        }
     }
 }

@@ -23,9 +23,9 @@ pub enum MessageKind {
 
 /// A request id, kept as its exact JSON text (`1` and `"1"` are different ids).
 ///
-/// Ids of up to 22 bytes, which is nearly all of them, are kept inline: every request and response carries an id and the relay clones
-/// it into its pending table, so a boxed copy was several allocations per
-/// call.
+/// Ids of up to 22 bytes, which is nearly all of them, are kept inline:
+/// every request and response carries an id and the relay clones it into
+/// its pending table, so a boxed copy was several allocations per call.
 #[derive(Clone)]
 pub struct RequestId(IdText);
 

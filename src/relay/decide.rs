@@ -421,7 +421,7 @@ pub async fn record_hook(
     detail: Option<String>,
 ) -> Result<Recorded, AuditError> {
     let decision = &decided.decision;
-    let mut record = AuditRecord::for_hook(hook.request_id, mcp::hook_method_name(&hook.method))
+    let mut record = AuditRecord::for_hook(hook.request_id, hook.method.to_cow())
         .request_hash(session.request_hash(hook))
         .decision(decision.decision.as_str())
         .decision_source(decided.source)
