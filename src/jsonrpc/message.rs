@@ -141,6 +141,12 @@ impl Message {
         self.method.as_deref().unwrap_or("")
     }
 
+    /// [`Self::method`] as a name to keep: static for the methods the
+    /// proxy knows, so keeping it copies nothing.
+    pub fn method_name(&self) -> Cow<'static, str> {
+        self.method.clone().unwrap_or_default()
+    }
+
     /// Parses the whole message into a tree (key order and number digits
     /// preserved), for hooks and rewrites. A duplicate object key anywhere
     /// is a data error ([`serde_json::Error::is_data`]): policy must see

@@ -63,11 +63,7 @@ async fn refused(
     }
     let reason = session.learned().refused.clone()?;
     let decision = Decision::deny(format!("the session was refused: {reason}"), None);
-    let context = context_of(
-        direction,
-        message,
-        message.method.clone().unwrap_or_default(),
-    );
+    let context = context_of(direction, message, message.method_name());
     let action = if message.kind == MessageKind::Request {
         Action::Blocked
     } else {
@@ -188,8 +184,7 @@ async fn handle_request(
     let Some(id) = message.id.clone() else {
         return Vec::new();
     };
-    // Static for the methods MCP defines: no copy.
-    let method = message.method.clone().unwrap_or_default();
+    let method = message.method_name();
     let mut doc = match parse(session, direction, &message, None).await {
         Ok(doc) => doc,
         Err(reply) => return reply,
@@ -397,7 +392,7 @@ async fn handle_notification(
     direction: Direction,
     message: Message,
 ) -> Vec<Delivery> {
-    let method = message.method.clone().unwrap_or_default();
+    let method = message.method_name();
     let mut doc = match parse(session, direction, &message, None).await {
         Ok(doc) => doc,
         Err(refusal) => return refusal,
