@@ -18,6 +18,7 @@ use std::time::Duration;
 use acs_proxy::hooks::decision::Decision;
 use acs_proxy::hooks::tool_call::{ToolCallRequest, ToolCallResult};
 use acs_proxy::hooks::{HookRequest, Metadata};
+use acs_proxy::jsonrpc::MessageTree;
 use acs_proxy::metrics::TRACE_SPANS_DROPPED;
 use acs_proxy::telemetry::settings::{Exporter, Protocol};
 use acs_proxy::telemetry::{self, spans, TelemetryConfig, Trace};
@@ -74,12 +75,21 @@ fn bench(c: &mut Criterion, name: &str, session: &Trace) {
     let metadata = metadata();
     let message = call();
     let provider: Arc<str> = Arc::from("demo");
-    let request_payload =
-        ToolCallRequest::read(&Arc::new(message.clone()), &provider).expect("payload");
+    let request_payload = ToolCallRequest::read(
+        &Arc::new(MessageTree::from_value(message.clone())),
+        &provider,
+    )
+    .expect("payload");
     let request_hook = HookRequest::new("steps/toolCallRequest", request_payload, None);
     let response = json!({"jsonrpc": "2.0", "id": 4242,
         "result": {"content": [{"type": "text", "text": "the quick brown fox"}]}});
-    let result = ToolCallResult::read(&Arc::new(response), Arc::from("echo"), &provider, None, 1);
+    let result = ToolCallResult::read(
+        &Arc::new(MessageTree::from_value(response)),
+        Arc::from("echo"),
+        &provider,
+        None,
+        1,
+    );
     let result_hook = HookRequest::new("steps/toolCallResult", result, None);
     let mut group = c.benchmark_group("tracing");
     group.measurement_time(Duration::from_secs(3));

@@ -14,6 +14,7 @@ use acs_proxy::guardian::decision::{Decision, Modifications};
 use acs_proxy::guardian::Disposition;
 use acs_proxy::hooks::tool_call::ToolCallRequest;
 use acs_proxy::hooks::HookPayload;
+use acs_proxy::jsonrpc::MessageTree;
 use acs_proxy::policy::{HookView, Policy, PolicyError};
 use acs_proxy_fuzz::fields;
 use libfuzzer_sys::fuzz_target;
@@ -44,8 +45,9 @@ fuzz_target!(|data: &[u8]| {
     let method = String::from_utf8_lossy(method);
     let tool = String::from_utf8_lossy(tool);
     decide(&policy, &method, Some(&tool), &HookPayload::from(payload));
-    let message = Arc::new(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "send", "arguments": {"to": "a@b.c", "body": "ssn 123-45-6789"}}}));
+    let message = Arc::new(MessageTree::from_value(json!({"jsonrpc": "2.0", "id": 1,
+        "method": "tools/call",
+        "params": {"name": "send", "arguments": {"to": "a@b.c", "body": "ssn 123-45-6789"}}})));
     decide(
         &policy,
         "protocols/MCP/tools/call",

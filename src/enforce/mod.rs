@@ -12,39 +12,59 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
+use crate::jsonrpc::MessageTree;
+
 /// Defined with the audit entry that records it.
 pub use crate::audit::Action;
 
-/// An MCP message on its way through the hook pipeline: the original bytes,
-/// and a parsed copy that stages may rewrite.
+/// An MCP message on its way through the hook pipeline: its tree, which
+/// the hooks built from it share, and the edit a stage is making to it.
 #[derive(Debug, Clone)]
 pub struct MessageDoc {
-    original: Bytes,
-    /// The message as a tree (key order and number digits preserved),
-    /// shared with the hooks built from it; a stage that rewrites it gets
-    /// its own copy through [`MessageDoc::value_mut`].
-    pub value: Arc<Value>,
+    tree: Arc<MessageTree>,
+    /// The message being rewritten, until [`MessageDoc::mark_rewritten`]
+    /// makes it the message.
+    edit: Option<Value>,
     rewritten: bool,
 }
 
 impl MessageDoc {
     /// Wraps a message read from a peer.
-    pub fn new(original: Bytes, value: Value) -> Self {
+    pub fn new(tree: MessageTree) -> Self {
         Self {
-            original,
-            value: Arc::new(value),
+            tree: Arc::new(tree),
+            edit: None,
             rewritten: false,
         }
     }
 
-    /// The tree for rewriting; copied first only while a hook still holds
-    /// the version it was asked about.
-    pub fn value_mut(&mut self) -> &mut Value {
-        Arc::make_mut(&mut self.value)
+    /// The message as its hooks read it; shared with the hooks built
+    /// from it.
+    pub fn tree(&self) -> &Arc<MessageTree> {
+        &self.tree
     }
 
-    /// Marks the tree as changed, so [`MessageDoc::into_bytes`] re-serializes it.
+    /// The message as a `Value` (built on first use), for the consumers
+    /// that need one.
+    pub fn value(&self) -> &Value {
+        self.tree.value()
+    }
+
+    /// The message for rewriting: a copy, which
+    /// [`MessageDoc::mark_rewritten`] makes the message once the rewrite
+    /// is complete. Hooks built before keep the version they were asked
+    /// about.
+    pub fn value_mut(&mut self) -> &mut Value {
+        let tree = &self.tree;
+        self.edit.get_or_insert_with(|| tree.value().clone())
+    }
+
+    /// Makes the rewrite the message: the next hooks read it, and
+    /// [`MessageDoc::into_bytes`] sends its compact text.
     pub fn mark_rewritten(&mut self) {
+        if let Some(edit) = self.edit.take() {
+            self.tree = Arc::new(MessageTree::from_value(edit));
+        }
         self.rewritten = true;
     }
 
@@ -56,10 +76,6 @@ impl MessageDoc {
     /// The bytes to forward: the original ones unless a stage rewrote the
     /// message (allowed messages reach the other side byte-identical).
     pub fn into_bytes(self) -> Bytes {
-        if self.rewritten {
-            Bytes::from(self.value.to_string())
-        } else {
-            self.original
-        }
+        self.tree.bytes().clone()
     }
 }

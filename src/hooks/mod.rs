@@ -26,7 +26,7 @@ pub use context::{GatewayContext, VirtualRoute};
 pub use envelope::{HookMethod, HookRequest, Metadata, ParamsHead, ACS_VERSION, PLATFORM};
 pub use identity::{Identity, IdentityDescriptor};
 pub use payload::{HookPayload, ToolStep};
-pub use pointer::PointerToken;
+pub use pointer::{Found, PointerToken};
 
 /// `steps/sessionStart`.
 pub const SESSION_START: &str = "steps/sessionStart";

@@ -1,5 +1,6 @@
-//! `params.payload` of a hook: a tree, or one of the tool steps read in
-//! place from the message it describes (see [`super::tool_call`]).
+//! `params.payload` of a hook: a tree the proxy built, the MCP message
+//! itself (a wrapped hook), or one of the tool steps read in place from
+//! the message it describes (see [`super::tool_call`]).
 //!
 //! Consumers ask the payload for what they need rather than for a tree:
 //! its canonical form ([`HookPayload::write_canonical`], for
@@ -14,16 +15,19 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
-use super::pointer::{walk, PointerToken};
+use super::pointer::{walk, walk_borrowed, Found, PointerToken};
 use super::tool_call::{ToolCallRequest, ToolCallResult, WrappedValues};
 use crate::jcs::{self, JcsError, Sink};
+use crate::jsonrpc::{borrowed, BorrowedJson, MessageTree};
 
 /// A hook's payload. Cloning shares it.
 #[derive(Debug, Clone)]
 pub enum HookPayload {
-    /// A payload held as a tree: the MCP message itself for wrapped hooks,
-    /// and every payload the proxy builds as one.
+    /// A payload the proxy builds as a tree.
     Tree(Arc<Value>),
+    /// The MCP message itself, for wrapped hooks: read from its borrowed
+    /// tree, with a `Value` built only for a consumer that needs one.
+    Message(Arc<MessageTree>),
     /// A tool step read from its `tools/call` message.
     Step(Arc<ToolStep>),
 }
@@ -46,6 +50,7 @@ impl HookPayload {
     pub fn tree(&self) -> &Value {
         match self {
             Self::Tree(tree) => tree,
+            Self::Message(message) => message.value(),
             Self::Step(step) => step.tree.get_or_init(|| match &step.step {
                 Step::Request(request) => request.to_value(),
                 Step::Result(result) => result.to_value(),
@@ -61,7 +66,7 @@ impl HookPayload {
                 Step::Result(result) => Some(result),
                 Step::Request(_) => None,
             },
-            Self::Tree(_) => None,
+            Self::Tree(_) | Self::Message(_) => None,
         }
     }
 
@@ -69,6 +74,7 @@ impl HookPayload {
     pub fn write_canonical<S: Sink>(&self, sink: &mut S) -> Result<(), JcsError> {
         match self {
             Self::Tree(tree) => jcs::write_value(sink, tree),
+            Self::Message(message) => borrowed::write_canonical(sink, message.root()),
             Self::Step(step) => match &step.step {
                 Step::Request(request) => request.write_canonical(sink),
                 Step::Result(result) => result.write_canonical(sink),
@@ -78,24 +84,32 @@ impl HookPayload {
 
     /// The value at the pointer spelled by `tokens`, as `Value::pointer`
     /// finds it in [`Self::tree`].
-    pub fn find(&self, tokens: &[PointerToken]) -> Option<&Value> {
-        if let Self::Step(step) = self {
-            let in_message = match &step.step {
-                Step::Request(request) => request.find_in_message(tokens),
-                Step::Result(result) => result.find_in_message(tokens),
-            };
-            if let Some(found) = in_message {
-                return found;
+    pub fn find(&self, tokens: &[PointerToken]) -> Option<Found<'_>> {
+        match self {
+            Self::Tree(tree) => walk(tree, tokens).map(Found::Value),
+            Self::Message(message) => walk_borrowed(message.root(), tokens).map(Found::Borrowed),
+            Self::Step(step) => {
+                let in_message = match &step.step {
+                    Step::Request(request) => request.find_in_message(tokens),
+                    Step::Result(result) => result.find_in_message(tokens),
+                };
+                match in_message {
+                    Some(found) => found.map(Found::Borrowed),
+                    None => walk(self.tree(), tokens).map(Found::Value),
+                }
             }
         }
-        walk(self.tree(), tokens)
     }
 
     /// Whether a string leaf at or under the pointer spelled by `tokens`
     /// passes `test`.
     pub fn any_string_under(&self, tokens: &[PointerToken], test: impl Fn(&str) -> bool) -> bool {
+        if let Self::Message(message) = self {
+            return walk_borrowed(message.root(), tokens)
+                .is_some_and(|value| any_borrowed_string_leaf(value, &test));
+        }
         if let Self::Step(step) = self {
-            let leaves = |value: &Value| any_string_leaf(value, &test);
+            let leaves = |value: &BorrowedJson<'_>| any_borrowed_string_leaf(value, &test);
             let in_message = match &step.step {
                 Step::Request(request) => request.any_under(tokens, leaves),
                 Step::Result(result) => result.any_under(tokens, leaves),
@@ -117,6 +131,12 @@ impl From<Value> for HookPayload {
 impl From<Arc<Value>> for HookPayload {
     fn from(value: Arc<Value>) -> Self {
         Self::Tree(value)
+    }
+}
+
+impl From<Arc<MessageTree>> for HookPayload {
+    fn from(message: Arc<MessageTree>) -> Self {
+        Self::Message(message)
     }
 }
 
@@ -148,12 +168,33 @@ fn any_string_leaf(value: &Value, test: &impl Fn(&str) -> bool) -> bool {
     }
 }
 
+/// Whether a string leaf of a borrowed `value` passes `test`.
+fn any_borrowed_string_leaf(value: &BorrowedJson<'_>, test: &impl Fn(&str) -> bool) -> bool {
+    match value {
+        BorrowedJson::String(text) => test(text),
+        BorrowedJson::Array(items) => items
+            .iter()
+            .any(|item| any_borrowed_string_leaf(item, test)),
+        BorrowedJson::Object(members) => members
+            .members()
+            .iter()
+            .any(|(_, item)| any_borrowed_string_leaf(item, test)),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
     use serde_json::json;
     use uuid::Uuid;
 
     use super::*;
+
+    /// `message` as the relay reads it off the wire.
+    fn message(message: Value) -> Arc<MessageTree> {
+        Arc::new(MessageTree::parse(Bytes::from(message.to_string())).unwrap())
+    }
 
     fn tokens(pointer: &str) -> Box<[PointerToken]> {
         PointerToken::split(pointer)
@@ -161,9 +202,9 @@ mod tests {
 
     fn steps() -> Vec<HookPayload> {
         let provider: Arc<str> = Arc::from("demo");
-        let request = Arc::new(json!({"params":{"name":"run","arguments":{
+        let request = message(json!({"params":{"name":"run","arguments":{
             "command":"rm -rf /tmp","a/b":"slash","opts":{"deep":["a","ssn 123-45-6789"]},"n":3}}}));
-        let response = Arc::new(json!({"result":{"content":[
+        let response = message(json!({"result":{"content":[
             {"type":"text","text":"ssn 123-45-6789"},{"type":"image","data":"AA=="}],
             "structuredContent":{"k":[1,"x"]}}}));
         vec![
@@ -206,8 +247,8 @@ mod tests {
             let tree = HookPayload::from(step.tree().clone());
             for pointer in pointers {
                 assert_eq!(
-                    step.find(&tokens(pointer)),
-                    tree.tree().pointer(pointer),
+                    step.find(&tokens(pointer)).map(|found| found.to_value()),
+                    tree.tree().pointer(pointer).cloned(),
                     "{pointer}"
                 );
                 for needle in ["123-45", "rm -rf", "run", "demo", "AA==", "x", "nothing"] {

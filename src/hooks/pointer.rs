@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use crate::jsonrpc::BorrowedJson;
+
 /// One RFC 6901 reference token, unescaped, with its array index when it
 /// spells one (digits, no leading zero, as `serde_json` reads it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +48,56 @@ pub(super) fn walk<'v>(value: &'v Value, tokens: &[PointerToken]) -> Option<&'v 
         Value::Array(items) => token.index.and_then(|index| items.get(index)),
         _ => None,
     })
+}
+
+/// The value at `tokens` under a borrowed `value`.
+pub(super) fn walk_borrowed<'v>(
+    value: &'v BorrowedJson<'v>,
+    tokens: &[PointerToken],
+) -> Option<&'v BorrowedJson<'v>> {
+    tokens.iter().try_fold(value, |target, token| match target {
+        BorrowedJson::Object(members) => members.get(token.key.as_str()),
+        BorrowedJson::Array(items) => token.index.and_then(|index| items.get(index)),
+        _ => None,
+    })
+}
+
+/// What a pointer found in a payload: in a tree the proxy built, or in
+/// the tree of the message a payload reads in place.
+#[derive(Debug, Clone, Copy)]
+pub enum Found<'v> {
+    /// In a `Value`.
+    Value(&'v Value),
+    /// In a message's borrowed tree.
+    Borrowed(&'v BorrowedJson<'v>),
+}
+
+impl Found<'_> {
+    /// The string found, unescaped.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Found::Value(value) => value.as_str(),
+            Found::Borrowed(value) => value.as_str(),
+        }
+    }
+
+    /// The value's compact JSON text, as serde_json writes a `Value`.
+    pub fn compact_text(&self) -> String {
+        match self {
+            Found::Value(value) => value.to_string(),
+            // Serializing a tree of strings, numbers and members cannot
+            // fail; the fallback is only there to avoid a panic path.
+            Found::Borrowed(value) => serde_json::to_string(value).unwrap_or_default(),
+        }
+    }
+
+    /// The value found, as a `Value`.
+    pub fn to_value(&self) -> Value {
+        match self {
+            Found::Value(value) => (*value).clone(),
+            Found::Borrowed(value) => value.to_value(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -17,23 +17,25 @@ use serde_json::{json, Map, Number, Value};
 use uuid::fmt::Hyphenated;
 use uuid::Uuid;
 
-use super::pointer::{walk, PointerToken};
+use super::pointer::{walk_borrowed, PointerToken};
 use crate::jcs::{self, JcsError, Sink};
+use crate::jsonrpc::borrowed::{self, BorrowedJson, BorrowedObject};
+use crate::jsonrpc::MessageTree;
 
 /// The `steps/toolCallRequest` payload of a `tools/call` request: `tool`
 /// (`params.name` and the route as `provider`) and each argument as
 /// `{"value": …}`.
 #[derive(Debug, Clone)]
 pub struct ToolCallRequest {
-    message: Arc<Value>,
+    message: Arc<MessageTree>,
     provider: Arc<str>,
 }
 
 impl ToolCallRequest {
     /// The payload for `message`; `None` when the request names no tool
     /// (the wrapped hook still governs it).
-    pub fn read(message: &Arc<Value>, provider: &Arc<str>) -> Option<Self> {
-        message.get("params")?.get("name")?.as_str()?;
+    pub fn read(message: &Arc<MessageTree>, provider: &Arc<str>) -> Option<Self> {
+        message.root().get("params")?.get("name")?.as_str()?;
         Some(Self {
             message: Arc::clone(message),
             provider: Arc::clone(provider),
@@ -43,15 +45,20 @@ impl ToolCallRequest {
     /// `tool.name`.
     pub fn name(&self) -> &str {
         self.message
+            .root()
             .get("params")
             .and_then(|params| params.get("name"))
-            .and_then(Value::as_str)
+            .and_then(BorrowedJson::as_str)
             .unwrap_or_default()
     }
 
     /// The call's arguments; a missing or non-object `arguments` is none.
-    fn arguments(&self) -> Option<&Map<String, Value>> {
-        self.message.get("params")?.get("arguments")?.as_object()
+    fn arguments(&self) -> Option<&BorrowedObject<'_>> {
+        self.message
+            .root()
+            .get("params")?
+            .get("arguments")?
+            .as_object()
     }
 
     /// The payload as a tree.
@@ -59,8 +66,9 @@ impl ToolCallRequest {
         let arguments: Map<String, Value> = self
             .arguments()
             .map(|args| {
-                args.iter()
-                    .map(|(key, value)| (key.clone(), json!({ "value": value })))
+                args.members()
+                    .iter()
+                    .map(|(key, value)| (key.to_string(), json!({ "value": value.to_value() })))
                     .collect()
             })
             .unwrap_or_default();
@@ -73,21 +81,19 @@ impl ToolCallRequest {
     /// The payload's canonical (RFC 8785) form: the bytes of
     /// [`jcs::write_value`] over [`Self::to_value`].
     pub fn write_canonical<S: Sink>(&self, sink: &mut S) -> Result<(), JcsError> {
-        sink.put(b"{\"arguments\":{");
-        if let Some(arguments) = self.arguments() {
-            let mut entries: Vec<(&String, &Value)> = arguments.iter().collect();
-            entries.sort_unstable_by(|(a, _), (b, _)| jcs::key_order(a, b));
-            for (index, (key, value)) in entries.into_iter().enumerate() {
-                if index > 0 {
-                    sink.put(b",");
-                }
-                jcs::write_str(sink, key);
-                sink.put(b":{\"value\":");
-                jcs::write_value(sink, value)?;
-                sink.put(b"}");
+        sink.put(b"{\"arguments\":");
+        match self.arguments() {
+            Some(arguments) => {
+                borrowed::write_object_with(sink, arguments, &[], |sink, _, value| {
+                    sink.put(b"{\"value\":");
+                    borrowed::write_canonical(sink, value)?;
+                    sink.put(b"}");
+                    Ok(())
+                })?;
             }
+            None => sink.put(b"{}"),
         }
-        sink.put(b"},");
+        sink.put(b",");
         write_tool(sink, self.name(), &self.provider);
         sink.put(b"}");
         Ok(())
@@ -97,12 +103,13 @@ impl ToolCallRequest {
 impl WrappedValues for ToolCallRequest {
     const CONTAINER: &'static str = "arguments";
 
-    fn wrapped(&self, token: &PointerToken) -> Option<&Value> {
+    fn wrapped(&self, token: &PointerToken) -> Option<&BorrowedJson<'_>> {
         self.arguments()?.get(token.key.as_str())
     }
 
-    fn any_wrapped(&self, test: impl Fn(&Value) -> bool) -> bool {
-        self.arguments().is_some_and(|args| args.values().any(test))
+    fn any_wrapped(&self, test: impl Fn(&BorrowedJson<'_>) -> bool) -> bool {
+        self.arguments()
+            .is_some_and(|args| args.members().iter().any(|(_, value)| test(value)))
     }
 }
 
@@ -141,7 +148,7 @@ impl OutputSource {
 /// data; `exit_status` is `failure` for an error or `isError`.
 #[derive(Debug, Clone)]
 pub struct ToolCallResult {
-    response: Arc<Value>,
+    response: Arc<MessageTree>,
     tool: Arc<str>,
     provider: Arc<str>,
     request_ref: Option<Uuid>,
@@ -152,7 +159,7 @@ impl ToolCallResult {
     /// The payload for `response`, the answer to a call of `tool` that the
     /// hook `request_ref` let through and that took `duration_ms`.
     pub fn read(
-        response: &Arc<Value>,
+        response: &Arc<MessageTree>,
         tool: Arc<str>,
         provider: &Arc<str>,
         request_ref: Option<Uuid>,
@@ -168,21 +175,22 @@ impl ToolCallResult {
     }
 
     /// Each output with where it came from, in payload order.
-    fn outputs(&self) -> impl Iterator<Item = (OutputSource, &Value)> {
-        let result = self.response.get("result");
+    fn outputs(&self) -> impl Iterator<Item = (OutputSource, &BorrowedJson<'_>)> {
+        let response = self.response.root();
+        let result = response.get("result");
         let error = if result.is_none() {
-            self.response.get("error")
+            response.get("error")
         } else {
             None
         };
         let content = result
             .and_then(|result| result.get("content"))
-            .and_then(Value::as_array)
+            .and_then(BorrowedJson::as_array)
             .into_iter()
             .flatten()
             .enumerate()
             .map(|(index, item)| match item.get("text") {
-                Some(text) if item.get("type").and_then(Value::as_str) == Some("text") => {
+                Some(text) if item.get("type").and_then(BorrowedJson::as_str) == Some("text") => {
                     (OutputSource::ContentText(index), text)
                 }
                 _ => (OutputSource::ContentItem(index), item),
@@ -202,10 +210,10 @@ impl ToolCallResult {
     /// Whether the call failed: an error, `isError`, or neither a result
     /// nor an error.
     fn failed(&self) -> bool {
-        match self.response.get("result") {
+        match self.response.root().get("result") {
             Some(result) => result
                 .get("isError")
-                .and_then(Value::as_bool)
+                .and_then(BorrowedJson::as_bool)
                 .unwrap_or(false),
             None => true,
         }
@@ -230,7 +238,7 @@ impl ToolCallResult {
     pub fn to_value(&self) -> Value {
         let outputs: Vec<Value> = self
             .outputs()
-            .map(|(_, value)| json!({ "value": value }))
+            .map(|(_, value)| json!({ "value": value.to_value() }))
             .collect();
         let mut payload = json!({
             "tool": { "name": &*self.tool, "provider": &*self.provider },
@@ -257,7 +265,7 @@ impl ToolCallResult {
                 sink.put(b",");
             }
             sink.put(b"{\"value\":");
-            jcs::write_value(sink, value)?;
+            borrowed::write_canonical(sink, value)?;
             sink.put(b"}");
         }
         sink.put(b"]");
@@ -275,7 +283,7 @@ impl ToolCallResult {
         Ok(())
     }
 
-    fn output(&self, index: usize) -> Option<&Value> {
+    fn output(&self, index: usize) -> Option<&BorrowedJson<'_>> {
         self.outputs().nth(index).map(|(_, value)| value)
     }
 }
@@ -283,11 +291,11 @@ impl ToolCallResult {
 impl WrappedValues for ToolCallResult {
     const CONTAINER: &'static str = "outputs";
 
-    fn wrapped(&self, token: &PointerToken) -> Option<&Value> {
+    fn wrapped(&self, token: &PointerToken) -> Option<&BorrowedJson<'_>> {
         token.index.and_then(|index| self.output(index))
     }
 
-    fn any_wrapped(&self, test: impl Fn(&Value) -> bool) -> bool {
+    fn any_wrapped(&self, test: impl Fn(&BorrowedJson<'_>) -> bool) -> bool {
         self.outputs().any(|(_, value)| test(value))
     }
 }
@@ -301,20 +309,23 @@ pub(super) trait WrappedValues {
     const CONTAINER: &'static str;
 
     /// The message value `/<CONTAINER>/<token>/value` stands for.
-    fn wrapped(&self, token: &PointerToken) -> Option<&Value>;
+    fn wrapped(&self, token: &PointerToken) -> Option<&BorrowedJson<'_>>;
 
     /// Whether one of the message values under `/<CONTAINER>` passes `test`.
-    fn any_wrapped(&self, test: impl Fn(&Value) -> bool) -> bool;
+    fn any_wrapped(&self, test: impl Fn(&BorrowedJson<'_>) -> bool) -> bool;
 
     /// Where `/<CONTAINER>/<member>/value<rest>` lies in the message:
     /// `Some` with the value found (or `None`) for a pointer of that form,
     /// `None` for any other pointer.
-    fn find_in_message(&self, tokens: &[PointerToken]) -> Option<Option<&Value>> {
+    fn find_in_message(&self, tokens: &[PointerToken]) -> Option<Option<&BorrowedJson<'_>>> {
         match tokens {
             [container, member, value, rest @ ..]
                 if container.key == Self::CONTAINER && value.key == "value" =>
             {
-                Some(self.wrapped(member).and_then(|found| walk(found, rest)))
+                Some(
+                    self.wrapped(member)
+                        .and_then(|found| walk_borrowed(found, rest)),
+                )
             }
             _ => None,
         }
@@ -323,7 +334,11 @@ pub(super) trait WrappedValues {
     /// Whether one of the message values holding the string leaves at or
     /// under the pointer `tokens` passes `test`, for a pointer inside
     /// `/<CONTAINER>`; `None` for any other pointer.
-    fn any_under(&self, tokens: &[PointerToken], test: impl Fn(&Value) -> bool) -> Option<bool> {
+    fn any_under(
+        &self,
+        tokens: &[PointerToken],
+        test: impl Fn(&BorrowedJson<'_>) -> bool,
+    ) -> Option<bool> {
         match tokens {
             [container, rest @ ..] if container.key == Self::CONTAINER => Some(match rest {
                 [] => self.any_wrapped(test),
@@ -358,19 +373,36 @@ fn write_u64<S: Sink>(sink: &mut S, value: u64) -> Result<(), JcsError> {
 
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
+
     use super::*;
+
+    /// `message` as the relay reads it off the wire.
+    fn tree(message: Value) -> Arc<MessageTree> {
+        Arc::new(MessageTree::parse(Bytes::from(message.to_string())).unwrap())
+    }
+
+    /// What a pointer found in the message, as a `Value`.
+    fn owned(found: Option<Option<&BorrowedJson<'_>>>) -> Option<Option<Value>> {
+        found.map(|found| found.map(BorrowedJson::to_value))
+    }
+
+    /// A borrowed value's compact text.
+    fn text(value: &BorrowedJson<'_>) -> String {
+        serde_json::to_string(value).unwrap()
+    }
 
     fn provider() -> Arc<str> {
         Arc::from("demo")
     }
 
     fn request(message: Value) -> Option<ToolCallRequest> {
-        ToolCallRequest::read(&Arc::new(message), &provider())
+        ToolCallRequest::read(&tree(message), &provider())
     }
 
     fn result(response: Value, request_ref: Option<Uuid>, duration_ms: u64) -> ToolCallResult {
         ToolCallResult::read(
-            &Arc::new(response),
+            &tree(response),
             Arc::from("echo"),
             &provider(),
             request_ref,
@@ -431,14 +463,14 @@ mod tests {
         let step = request(json!({"params":{"name":"run","arguments":{
             "command":"rm -rf /","opts":{"deep":["a","b"]}}}}))
         .unwrap();
-        let found = |pointer| step.find_in_message(&tokens(pointer));
+        let found = |pointer| owned(step.find_in_message(&tokens(pointer)));
         assert_eq!(
             found("/arguments/command/value"),
-            Some(Some(&json!("rm -rf /")))
+            Some(Some(json!("rm -rf /")))
         );
         assert_eq!(
             found("/arguments/opts/value/deep/1"),
-            Some(Some(&json!("b")))
+            Some(Some(json!("b")))
         );
         assert_eq!(found("/arguments/missing/value"), Some(None));
         assert_eq!(
@@ -448,8 +480,8 @@ mod tests {
         );
         assert_eq!(found("/tool/name"), None);
         let under = |pointer, needle| {
-            step.any_under(&tokens(pointer), |value: &Value| {
-                value.to_string().contains(needle)
+            step.any_under(&tokens(pointer), |value: &BorrowedJson<'_>| {
+                text(value).contains(needle)
             })
         };
         assert_eq!(under("/arguments", "rm"), Some(true));
@@ -538,16 +570,16 @@ mod tests {
             None,
             0,
         );
-        let found = |pointer| step.find_in_message(&tokens(pointer));
-        assert_eq!(found("/outputs/0/value"), Some(Some(&json!("a"))));
-        assert_eq!(found("/outputs/1/value/data"), Some(Some(&json!("AA=="))));
-        assert_eq!(found("/outputs/2/value/k/1"), Some(Some(&json!(2))));
+        let found = |pointer| owned(step.find_in_message(&tokens(pointer)));
+        assert_eq!(found("/outputs/0/value"), Some(Some(json!("a"))));
+        assert_eq!(found("/outputs/1/value/data"), Some(Some(json!("AA=="))));
+        assert_eq!(found("/outputs/2/value/k/1"), Some(Some(json!(2))));
         assert_eq!(found("/outputs/3/value"), Some(None));
         assert_eq!(found("/outputs/x/value"), Some(None));
         assert_eq!(found("/exit_status"), None);
         let under = |pointer, needle| {
-            step.any_under(&tokens(pointer), |value: &Value| {
-                value.to_string().contains(needle)
+            step.any_under(&tokens(pointer), |value: &BorrowedJson<'_>| {
+                text(value).contains(needle)
             })
         };
         assert_eq!(under("/outputs", "AA=="), Some(true));

@@ -4,9 +4,12 @@
 //!
 //! The proxy never re-serializes a message it lets through unchanged; the
 //! peek only tells the relay where a message belongs. Before the peek, one
-//! pass (`scan`) checks UTF-8 and nesting depth; the tree hooks are built
-//! from (`strict`) refuses duplicate keys.
+//! pass (`scan`) checks UTF-8 and nesting depth; the tree hooks read
+//! ([`MessageTree`], borrowed from the message's bytes) refuses duplicate
+//! keys, as does the `Value` a message is parsed into where one is needed
+//! (`strict`).
 
+pub mod borrowed;
 mod direction;
 mod error;
 mod members;
@@ -14,7 +17,9 @@ mod message;
 mod named;
 mod scan;
 mod strict;
+mod tree;
 
+pub use borrowed::{BorrowedJson, BorrowedObject};
 pub use direction::Direction;
 pub use error::{codes, error_response};
 pub use members::{leading_member, locate_members};
@@ -23,3 +28,4 @@ pub use message::{
 };
 pub use named::{peek_named_request, place, NamedRequest};
 pub use scan::{scan, ScanError, DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH_CEILING};
+pub use tree::MessageTree;

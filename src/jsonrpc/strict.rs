@@ -1,4 +1,6 @@
-//! Parsing a message into a tree, refusing duplicate object keys.
+//! Parsing a message into a [`Value`], refusing duplicate object keys, for
+//! the consumers that need a `Value` of a message the hooks do not read
+//! (the hooks read [`super::MessageTree`], which refuses them alike).
 //!
 //! JSON leaves duplicate keys undefined (RFC 8259 §4), and parsers differ:
 //! most keep the last value, some the first, some refuse. A message with

@@ -1,9 +1,8 @@
 //! The optional `match` clause of a rule.
 
 use regex::Regex;
-use serde_json::Value;
 
-use crate::hooks::{HookPayload, PointerToken};
+use crate::hooks::{Found, HookPayload, PointerToken};
 
 use super::error::RuleProblem;
 use super::pointer;
@@ -36,7 +35,7 @@ pub(crate) struct Condition {
 /// another, so remembering the last lookup avoids walking again.
 #[derive(Debug, Default)]
 pub(crate) struct Lookups<'v> {
-    last: Option<(usize, Option<&'v Value>)>,
+    last: Option<(usize, Option<Found<'v>>)>,
 }
 
 impl Condition {
@@ -78,9 +77,11 @@ impl Condition {
         };
         match found {
             None => false,
-            Some(Value::String(text)) => self.regex.is_match(text),
-            // Only non-string values pay for rendering.
-            Some(other) => self.regex.is_match(&other.to_string()),
+            Some(found) => match found.as_str() {
+                Some(text) => self.regex.is_match(text),
+                // Only non-string values pay for rendering.
+                None => self.regex.is_match(&found.compact_text()),
+            },
         }
     }
 }
@@ -153,8 +154,10 @@ mod tests {
         ] {
             let condition = condition(pointer, ".*");
             assert_eq!(
-                payload.find(&condition.tokens),
-                payload.tree().pointer(pointer),
+                payload
+                    .find(&condition.tokens)
+                    .map(|found| found.to_value()),
+                payload.tree().pointer(pointer).cloned(),
                 "{pointer}"
             );
         }

@@ -19,7 +19,9 @@ use crate::enforce::reply::{self, Denial};
 use crate::enforce::{Action, MessageDoc};
 use crate::guardian::Decision;
 use crate::hooks::mcp;
-use crate::jsonrpc::{codes, error_response, Message, MessageKind, RequestId};
+use crate::jsonrpc::{
+    codes, error_response, BorrowedJson, Message, MessageKind, MessageTree, RequestId,
+};
 use crate::metrics::METRICS;
 use crate::session::{AdmissionError, Direction, PendingRequest, PendingState, Session};
 use crate::telemetry::{Carrier, Trace};
@@ -122,8 +124,8 @@ async fn parse(
     message: &Message,
     answer_to: Option<&str>,
 ) -> Result<MessageDoc, Vec<Delivery>> {
-    match message.to_value() {
-        Ok(value) => Ok(MessageDoc::new(message.bytes.clone(), value)),
+    match MessageTree::parse(message.bytes.clone()) {
+        Ok(tree) => Ok(MessageDoc::new(tree)),
         Err(err) => Err(refuse_unparsable(session, direction, message, answer_to, &err).await),
     }
 }
@@ -189,15 +191,8 @@ async fn handle_request(
         Ok(doc) => doc,
         Err(reply) => return reply,
     };
-    let tool = tool_name(&method, &doc.value);
-    let trace = traced::request(
-        session,
-        direction,
-        carrier,
-        &message,
-        &doc.value,
-        tool.as_deref(),
-    );
+    let tool = tool_name(&method, doc.tree().root());
+    let trace = traced::request(session, direction, carrier, &message, &doc, tool.as_deref());
     let cancel = CancellationToken::new();
     let started = Instant::now();
     let pending = session.pending_from(direction);
@@ -233,13 +228,11 @@ async fn handle_request(
         return refusal;
     }
     if method == "initialize" {
-        inventory::note_initialize_request(session, &doc.value);
+        inventory::note_initialize_request(session, doc.value());
     }
     let context = context_of(direction, &message, method.clone());
     if direction == Direction::ClientToServer {
-        if let Some(refusal) =
-            integrity::check_call(session, &method, &doc.value, &id, &context).await
-        {
+        if let Some(refusal) = integrity::check_call(session, &method, &doc, &id, &context).await {
             pending.remove_blocked(&id);
             return vec![Delivery::Reply(refusal)];
         }
@@ -305,11 +298,11 @@ async fn handle_request(
 }
 
 /// The tool a `tools/call` names, for policy matching and the result hook.
-fn tool_name(method: &str, message: &Value) -> Option<Arc<str>> {
+fn tool_name(method: &str, message: &BorrowedJson<'_>) -> Option<Arc<str>> {
     if method != "tools/call" {
         return None;
     }
-    message["params"]["name"].as_str().map(Arc::from)
+    message.get("params")?.get("name")?.as_str().map(Arc::from)
 }
 
 async fn handle_response(
@@ -343,7 +336,7 @@ async fn handle_response(
         duration_ms: u64::try_from(request.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         trace: request.trace.clone(),
     };
-    traced::answered(&flow.trace, &doc.value);
+    traced::answered(&flow.trace, doc.tree().root());
     let cancel = CancellationToken::new();
     let stages = stage::stages(
         &request.method,
@@ -359,9 +352,13 @@ async fn handle_response(
         }
         Passage::Cancelled => return Vec::new(),
     }
-    if let Some(blocked) =
-        inventory::observe_response(session, &request.method, &doc.value, &flow.context).await
-    {
+    let observed = match inventory::observes(&request.method) {
+        true => {
+            inventory::observe_response(session, &request.method, doc.value(), &flow.context).await
+        }
+        false => None,
+    };
+    if let Some(blocked) = observed {
         let denial = Denial::of(&blocked.decision, blocked.entry_id.as_deref());
         let blocked = reply::blocked_response(&id, &request.method, &denial);
         return vec![Delivery::Answer(blocked, id)];
@@ -397,7 +394,7 @@ async fn handle_notification(
         Ok(doc) => doc,
         Err(refusal) => return refusal,
     };
-    if method == "notifications/cancelled" && cancels_unforwarded(session, direction, &doc.value) {
+    if method == "notifications/cancelled" && cancels_unforwarded(session, direction, doc.value()) {
         let context = context_of(direction, &message, method.clone());
         let detail = "cancellation of a request that was never forwarded; not passed on".to_owned();
         let step = uuid::Uuid::new_v4().to_string();

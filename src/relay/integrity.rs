@@ -51,7 +51,7 @@ pub async fn screen_list(
     let Some(section) = Section::of_list(method) else {
         return;
     };
-    let Some(result) = doc.value.get("result") else {
+    let Some(result) = doc.value().get("result") else {
         return;
     };
     let Some(items) = section.items(result).cloned() else {
@@ -236,12 +236,13 @@ async fn report(
 pub async fn check_call(
     session: &Session,
     method: &str,
-    request: &Value,
+    doc: &MessageDoc,
     id: &RequestId,
     context: &MessageContext,
 ) -> Option<Bytes> {
     let section = Section::of_use(method)?;
     let integrity = integrity(session)?;
+    let request = doc.value();
     let name = request["params"]["name"].as_str().unwrap_or_default();
     let listed = session.learned().integrity.listed(section, name).cloned();
     if integrity.mode() == IntegrityMode::Enforce {

@@ -56,6 +56,12 @@ pub fn note_notification(session: &Session, method: &str) {
     }
 }
 
+/// Whether [`observe_response`] learns anything from an answer to
+/// `method`: the server's `initialize` result and its lists.
+pub fn observes(method: &str) -> bool {
+    method == "initialize" || ListKind::from_method(method).is_some()
+}
+
 /// Looks at an allowed response on its way to the client: the `initialize`
 /// result identifies the server; a complete list result may change the
 /// inventory, which the Guardian must accept before the client sees it.

@@ -251,12 +251,12 @@ fn build_plain_hook(
             let method = mcp::wrapped_method(&flow.context.mcp_method);
             Some(HookRequest::new(
                 method,
-                Arc::clone(&doc.value),
+                Arc::clone(doc.tree()),
                 flow.tool.clone(),
             ))
         }
         Stage::ToolCallRequest => {
-            let payload = ToolCallRequest::read(&doc.value, provider)?;
+            let payload = ToolCallRequest::read(doc.tree(), provider)?;
             Some(HookRequest::new(
                 hooks::TOOL_CALL_REQUEST,
                 payload,
@@ -266,7 +266,7 @@ fn build_plain_hook(
         Stage::ToolCallResult => {
             let tool = flow.tool.clone().unwrap_or_else(|| Arc::from("unknown"));
             let result = ToolCallResult::read(
-                &doc.value,
+                doc.tree(),
                 tool,
                 provider,
                 flow.request_ref,

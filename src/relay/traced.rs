@@ -3,12 +3,10 @@
 //! and what the Guardian's answer adds. Every function is a no-op when
 //! tracing is off; the flow calls them and knows nothing more of tracing.
 
-use serde_json::Value;
-
 use crate::enforce::MessageDoc;
 use crate::guardian::{Decision, GuardianError};
 use crate::hooks::HookRequest;
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{BorrowedJson, Message};
 use crate::session::{Direction, Session};
 use crate::telemetry::{self, spans, Carrier, Trace};
 
@@ -21,7 +19,7 @@ pub fn request(
     direction: Direction,
     carrier: Option<&Carrier>,
     message: &Message,
-    value: &Value,
+    doc: &MessageDoc,
     tool: Option<&str>,
 ) -> Trace {
     if !telemetry::enabled() || direction != Direction::ClientToServer {
@@ -31,7 +29,7 @@ pub fn request(
     let carrier = match carrier {
         Some(carrier) => Some(carrier),
         None => {
-            in_meta = Carrier::from_message(value);
+            in_meta = Carrier::from_message(doc.value());
             in_meta.as_ref()
         }
     };
@@ -80,11 +78,12 @@ pub fn blocked(trace: &Trace, decision: &Decision) {
 }
 
 /// The server's answer: an error answer marks the request's span failed.
-pub fn answered(trace: &Trace, response: &Value) {
+pub fn answered(trace: &Trace, response: &BorrowedJson<'_>) {
     if let Some(error) = response.get("error") {
         trace.fail(|| {
-            error["message"]
-                .as_str()
+            error
+                .get("message")
+                .and_then(BorrowedJson::as_str)
                 .unwrap_or("the server answered with an error")
                 .to_owned()
         });

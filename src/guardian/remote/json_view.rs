@@ -1,13 +1,15 @@
 //! Read-only access to a parsed JSON value, whichever tree holds it.
 //!
 //! A decision reply is parsed once into a tree borrowed from its bytes
-//! ([`BorrowedJson`](super::borrowed_json::BorrowedJson)); the handshake,
+//! ([`BorrowedJson`](crate::jsonrpc::BorrowedJson)); the handshake,
 //! pings and an in-process policy's answer arrive as a
 //! [`serde_json::Value`]. The wire rules ([`super::wire`]) and the
 //! signature check ([`super::signing`]) read both through this trait, so
 //! each rule is written, and tested, once.
 
 use serde::de::DeserializeOwned;
+
+use crate::jsonrpc::{BorrowedJson, BorrowedObject};
 use serde_json::{Map, Value};
 
 /// What the wire checks read of a JSON value.
@@ -110,5 +112,88 @@ impl JsonObject for Map<String, Value> {
 
     fn get(&self, name: &str) -> Option<&Value> {
         Map::get(self, name)
+    }
+}
+
+impl<'a> JsonView for BorrowedJson<'a> {
+    type Map = BorrowedObject<'a>;
+
+    fn as_object(&self) -> Option<&Self::Map> {
+        match self {
+            BorrowedJson::Object(object) => Some(object),
+            _ => None,
+        }
+    }
+
+    fn is_null(&self) -> bool {
+        matches!(self, BorrowedJson::Null)
+    }
+
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            BorrowedJson::String(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    fn as_array(&self) -> Option<&[Self]> {
+        match self {
+            BorrowedJson::Array(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    fn as_i64(&self) -> Option<i64> {
+        match self {
+            BorrowedJson::Number(number) => number.as_i64(),
+            _ => None,
+        }
+    }
+
+    fn as_u64(&self) -> Option<u64> {
+        match self {
+            BorrowedJson::Number(number) => number.as_u64(),
+            _ => None,
+        }
+    }
+
+    fn to_value(&self) -> Value {
+        BorrowedJson::to_value(self)
+    }
+
+    fn equals(&self, other: &Value) -> bool {
+        match (self, other) {
+            (BorrowedJson::Null, Value::Null) => true,
+            (BorrowedJson::Bool(a), Value::Bool(b)) => a == b,
+            (BorrowedJson::Number(a), Value::Number(b)) => a == b,
+            (BorrowedJson::String(a), Value::String(b)) => a == b,
+            (BorrowedJson::Array(a), Value::Array(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.equals(b))
+            }
+            // Keys are unique on both sides, so equal sizes and every member
+            // found equal means the same members.
+            (BorrowedJson::Object(a), Value::Object(b)) => {
+                a.members().len() == b.len()
+                    && a.members()
+                        .iter()
+                        .all(|(key, value)| b.get(key.as_ref()).is_some_and(|b| value.equals(b)))
+            }
+            _ => false,
+        }
+    }
+
+    fn deserialize_as<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        // Only decision details and policy references are read this way,
+        // and they are rare; the copy keeps serde's rules exactly those of
+        // a `Value`.
+        T::deserialize(self.to_value())
+    }
+}
+
+impl<'a> JsonObject for BorrowedObject<'a> {
+    type Value = BorrowedJson<'a>;
+
+    fn get(&self, name: &str) -> Option<&BorrowedJson<'a>> {
+        BorrowedObject::get(self, name)
     }
 }

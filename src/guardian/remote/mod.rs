@@ -21,14 +21,13 @@
 //!   process with `Content-Length` frames. Its TLS settings are the
 //!   proxy's client TLS ([`crate::transport::client_tls`]), shared with
 //!   the upstream clients.
-//! - [`borrowed_json`] is how a decision reply is parsed: once, into a tree
-//!   borrowed from its bytes, which the signature is checked over and the
+//! - A decision reply is parsed once into a tree borrowed from its bytes
+//!   ([`crate::jsonrpc::BorrowedJson`]), which the signature is checked over and the
 //!   decision read from; [`json_view`] lets the wire rules and the
 //!   signature check read it and a [`serde_json::Value`] alike.
 //!
 //! [`from_config`] wires them together from `[guardian]`.
 
-pub mod borrowed_json;
 pub mod client;
 pub mod json_view;
 pub mod signing;

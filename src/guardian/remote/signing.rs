@@ -32,9 +32,9 @@ pub use verify::{verify_response, verify_signed, SignatureError};
 
 use serde_json::Value;
 
-use super::borrowed_json::{self, BorrowedJson};
 use super::json_view::JsonView;
 use crate::jcs::{self, JcsError, Sink};
+use crate::jsonrpc::borrowed::{self as borrowed_json, BorrowedJson};
 
 /// The baseline algorithm, spelled as in the §10.1 registry. It is the only
 /// one this module signs with or verifies.

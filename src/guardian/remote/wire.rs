@@ -11,7 +11,7 @@
 //!
 //! Each rule reads the reply through [`JsonView`](super::json_view::JsonView),
 //! so it holds alike for a decision reply parsed from its bytes
-//! ([`BorrowedJson`](super::borrowed_json::BorrowedJson), which has
+//! ([`BorrowedJson`](crate::jsonrpc::BorrowedJson), which has
 //! already refused a key repeated in any object) and for a `Value`.
 //!
 //! Signatures are checked separately, on the same parsed reply, by

@@ -8,11 +8,11 @@ use serde_json::Value;
 
 use super::exchange::{authenticated, error_code, parse_reply};
 use super::{RemoteGuardian, BODY_CAPACITY};
-use crate::guardian::remote::borrowed_json::BorrowedJson;
 use crate::guardian::remote::json_view::JsonView;
 use crate::guardian::remote::signing::SessionKey;
 use crate::guardian::{BatchAnswer, GuardianError};
 use crate::hooks::{HookRequest, Metadata};
+use crate::jsonrpc::BorrowedJson;
 
 impl RemoteGuardian {
     /// One batch exchange: every hook sealed as its own element, the array

@@ -7,10 +7,10 @@ use uuid::Uuid;
 
 use super::exchange::{authenticated, parse_reply, wire_error};
 use super::{RemoteGuardian, BODY_CAPACITY};
-use crate::guardian::remote::borrowed_json::BorrowedJson;
 use crate::guardian::remote::wire::{self, Reply};
 use crate::guardian::{Decision, GuardianError};
 use crate::hooks::{HookRequest, Metadata};
+use crate::jsonrpc::BorrowedJson;
 
 impl RemoteGuardian {
     pub(super) async fn decide_exchange(

@@ -9,13 +9,13 @@ use serde_json::Value;
 
 use super::request::RequestSigner;
 use super::RemoteGuardian;
-use crate::guardian::remote::borrowed_json::BorrowedJson;
 use crate::guardian::remote::json_view::JsonView;
 use crate::guardian::remote::signing::{verify_signed, SessionKey, SignatureError, SignedEnvelope};
 use crate::guardian::remote::transport::TransportError;
 use crate::guardian::remote::wire::{codes, WireError};
 use crate::guardian::GuardianError;
 use crate::hooks::Metadata;
+use crate::jsonrpc::BorrowedJson;
 
 impl RemoteGuardian {
     /// Sends one body and returns the reply's bytes. With `session` set,

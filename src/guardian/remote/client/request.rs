@@ -144,9 +144,11 @@ impl Tee<'_> {
             .map_err(cannot_sign)?;
         match payload {
             HookPayload::Tree(tree) => {
-                serde_json::to_writer(&mut *self.body, &**tree).map_err(|err| {
-                    GuardianError::Malformed(format!("cannot serialize the request: {err}"))
-                })
+                serde_json::to_writer(&mut *self.body, &**tree).map_err(cannot_serialize)
+            }
+            // As serde_json writes the message's `Value`.
+            HookPayload::Message(message) => {
+                serde_json::to_writer(&mut *self.body, message.root()).map_err(cannot_serialize)
             }
             // Built by the proxy from a parsed message, so its canonical
             // form, already written once above, cannot fail here.
@@ -185,6 +187,10 @@ fn decimal(mut value: u64, buffer: &mut [u8; 20]) -> &[u8] {
             return &buffer[at..];
         }
     }
+}
+
+fn cannot_serialize(err: serde_json::Error) -> GuardianError {
+    GuardianError::Malformed(format!("cannot serialize the request: {err}"))
 }
 
 /// A request with no canonical form (a number beyond the double range)

@@ -7,6 +7,9 @@ use std::borrow::Cow;
 use super::{BorrowedJson, BorrowedObject};
 use crate::jcs::{self, JcsError, Sink};
 
+/// Objects up to this size are sorted on the stack.
+const SORTED_ON_STACK: usize = 16;
+
 /// Streams the canonical form of `value` into `sink`.
 pub fn write_canonical<S: Sink>(sink: &mut S, value: &BorrowedJson<'_>) -> Result<(), JcsError> {
     match value {
@@ -61,9 +64,23 @@ where
     let members = object.members.iter().filter(kept);
     sink.put(b"{");
     // Replies usually come with their members already in order (JCS
-    // writers): then no list of them is built.
+    // writers): then no list of them is built. Messages usually do not,
+    // but have few members: those are sorted on the stack.
     if members.clone().is_sorted_by(|a, b| in_order(a, b).is_le()) {
         write_members(sink, members, &mut write_value)?;
+    } else if object.members.len() <= SORTED_ON_STACK {
+        let mut slots = [None; SORTED_ON_STACK];
+        let mut count = 0;
+        for (slot, member) in slots.iter_mut().zip(members) {
+            *slot = Some(member);
+            count += 1;
+        }
+        let sorted = &mut slots[..count];
+        sorted.sort_unstable_by(|a, b| match (a, b) {
+            (Some(a), Some(b)) => in_order(a, b),
+            _ => std::cmp::Ordering::Equal,
+        });
+        write_members(sink, sorted.iter().flatten().copied(), &mut write_value)?;
     } else {
         let mut sorted: Vec<_> = members.collect();
         sorted.sort_unstable_by(in_order);

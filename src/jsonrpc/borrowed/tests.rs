@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use super::*;
+use crate::guardian::remote::json_view::JsonView;
 use crate::guardian::remote::signing::{sign_response, verify_signed, SessionKey, SignedEnvelope};
 use crate::guardian::remote::signing::{verify_response, SigningSecret};
 use crate::jcs;

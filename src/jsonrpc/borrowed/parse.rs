@@ -27,9 +27,21 @@ const MEMBERS_CAPACITY: usize = 8;
 /// One object member as parsed.
 type Member<'a> = (Cow<'a, str>, BorrowedJson<'a>);
 
+/// How deep a text may nest.
+pub(super) enum Depth {
+    /// serde_json's own limit: a Guardian reply, read as any reply is.
+    SerdeLimit,
+    /// No limit here: a message whose nesting the frame scan has already
+    /// bounded to the configured depth.
+    Scanned,
+}
+
 /// Parses `bytes` as one JSON text (trailing whitespace only).
-pub(super) fn parse(bytes: &[u8]) -> Result<BorrowedJson<'_>, serde_json::Error> {
+pub(super) fn parse(bytes: &[u8], depth: Depth) -> Result<BorrowedJson<'_>, serde_json::Error> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    if let Depth::Scanned = depth {
+        deserializer.disable_recursion_limit();
+    }
     let value = TreeSeed.deserialize(&mut deserializer)?;
     deserializer.end()?;
     Ok(value)
