@@ -262,28 +262,11 @@ pub fn write_object_without<S: Sink>(
     members: &Map<String, Value>,
     skip: &[&str],
 ) -> Result<(), JcsError> {
-    let kept = |(key, _): &(&String, &Value)| !skip.contains(&key.as_str());
-    let sorted = members
+    let kept = members
         .iter()
-        .filter(kept)
-        .is_sorted_by(|(a, _), (b, _)| key_order(a, b).is_le());
-    sink.put(b"{");
-    if sorted {
-        write_members(sink, members.iter().filter(kept))?;
-    } else if members.len() <= SORTED_ON_STACK {
-        let mut entries = [None; SORTED_ON_STACK];
-        let mut count = 0;
-        for (slot, entry) in entries.iter_mut().zip(members.iter().filter(kept)) {
-            *slot = Some(entry);
-            count += 1;
-        }
-        write_sorted(sink, &mut entries[..count])?;
-    } else {
-        let mut entries: Vec<_> = members.iter().filter(kept).map(Some).collect();
-        write_sorted(sink, &mut entries)?;
-    }
-    sink.put(b"}");
-    Ok(())
+        .filter(|(key, _)| !skip.contains(&key.as_str()))
+        .map(|(key, value)| (key.as_str(), value));
+    write_object_in_key_order(sink, kept, |sink, _, value| write_value(sink, value))
 }
 
 /// Objects of up to this many members are sorted in an array on the
@@ -291,28 +274,82 @@ pub fn write_object_without<S: Sink>(
 /// a `Vec` each was an allocation per object per hashed hook.
 const SORTED_ON_STACK: usize = 16;
 
-/// Sorts `entries` (all `Some`) by key and writes them.
-fn write_sorted<'a, S: Sink>(
+/// Writes an object of `members` in JCS key order, each member's value
+/// written by `write_value(sink, key, value)`, whatever tree holds them.
+/// Members already in order are written as they come; up to
+/// [`SORTED_ON_STACK`] are sorted on the stack, more in a `Vec`.
+pub fn write_object_in_key_order<'m, S, V, I, F>(
     sink: &mut S,
-    entries: &mut [Option<(&'a String, &'a Value)>],
-) -> Result<(), JcsError> {
-    let key =
-        |entry: &Option<(&'a String, &'a Value)>| -> &'a str { entry.map_or("", |(key, _)| key) };
-    entries.sort_unstable_by(|a, b| key_order(key(a), key(b)));
-    write_members(sink, entries.iter().flatten().copied())
+    members: I,
+    mut write_value: F,
+) -> Result<(), JcsError>
+where
+    S: Sink,
+    V: ?Sized + 'm,
+    I: Iterator<Item = (&'m str, &'m V)> + Clone,
+    F: FnMut(&mut S, &'m str, &'m V) -> Result<(), JcsError>,
+{
+    sink.put(b"{");
+    if members
+        .clone()
+        .is_sorted_by(|(a, _), (b, _)| key_order(a, b).is_le())
+    {
+        write_members(sink, members, &mut write_value)?;
+    } else {
+        let mut slots = [None; SORTED_ON_STACK];
+        let mut rest = members.clone();
+        let mut count = 0;
+        for slot in &mut slots {
+            match rest.next() {
+                Some(member) => *slot = Some(member),
+                None => break,
+            }
+            count += 1;
+        }
+        if rest.next().is_none() {
+            write_sorted(sink, &mut slots[..count], &mut write_value)?;
+        } else {
+            let mut entries: Vec<_> = members.map(Some).collect();
+            write_sorted(sink, &mut entries, &mut write_value)?;
+        }
+    }
+    sink.put(b"}");
+    Ok(())
 }
 
-fn write_members<'a, S: Sink>(
+/// Sorts `entries` (all `Some`) by key and writes them.
+fn write_sorted<'m, S, V, F>(
     sink: &mut S,
-    members: impl Iterator<Item = (&'a String, &'a Value)>,
-) -> Result<(), JcsError> {
+    entries: &mut [Option<(&'m str, &'m V)>],
+    write_value: &mut F,
+) -> Result<(), JcsError>
+where
+    S: Sink,
+    V: ?Sized + 'm,
+    F: FnMut(&mut S, &'m str, &'m V) -> Result<(), JcsError>,
+{
+    let key = |entry: &Option<(&'m str, &'m V)>| -> &'m str { entry.map_or("", |(key, _)| key) };
+    entries.sort_unstable_by(|a, b| key_order(key(a), key(b)));
+    write_members(sink, entries.iter().flatten().copied(), write_value)
+}
+
+fn write_members<'m, S, V, F>(
+    sink: &mut S,
+    members: impl Iterator<Item = (&'m str, &'m V)>,
+    write_value: &mut F,
+) -> Result<(), JcsError>
+where
+    S: Sink,
+    V: ?Sized + 'm,
+    F: FnMut(&mut S, &'m str, &'m V) -> Result<(), JcsError>,
+{
     for (index, (key, value)) in members.enumerate() {
         if index > 0 {
             sink.put(b",");
         }
         write_str(sink, key);
         sink.put(b":");
-        write_value(sink, value)?;
+        write_value(sink, key, value)?;
     }
     Ok(())
 }

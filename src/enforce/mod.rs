@@ -56,7 +56,7 @@ impl MessageDoc {
     /// about.
     pub fn value_mut(&mut self) -> &mut Value {
         let tree = &self.tree;
-        self.edit.get_or_insert_with(|| tree.value().clone())
+        self.edit.get_or_insert_with(|| tree.to_value())
     }
 
     /// Makes the rewrite the message: the next hooks read it, and

@@ -69,6 +69,15 @@ impl MessageTree {
     pub fn value(&self) -> &Value {
         self.value.get_or_init(|| self.root().to_value())
     }
+
+    /// A `Value` of the message of one's own (to rewrite), copied from
+    /// [`Self::value`] when that was built, else built from the tree.
+    pub fn to_value(&self) -> Value {
+        match self.value.get() {
+            Some(value) => value.clone(),
+            None => self.root().to_value(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -94,6 +103,15 @@ mod tests {
             serde_json::to_string(tree.root()).unwrap(),
             value.to_string()
         );
+    }
+
+    #[test]
+    fn a_copy_to_rewrite_is_the_same_value_before_and_after_it_is_built() {
+        let text = r#"{"id":1,"result":{"b":[1,2],"a":"\u00e9"}}"#;
+        let tree = MessageTree::parse(Bytes::from(text)).expect("parses");
+        let copy = tree.to_value();
+        assert_eq!(&copy, tree.value());
+        assert_eq!(tree.to_value(), copy);
     }
 
     #[test]

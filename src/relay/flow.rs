@@ -352,11 +352,10 @@ async fn handle_response(
         }
         Passage::Cancelled => return Vec::new(),
     }
-    let observed = match inventory::observes(&request.method) {
-        true => {
-            inventory::observe_response(session, &request.method, doc.value(), &flow.context).await
-        }
-        false => None,
+    let observed = if inventory::observes(&request.method) {
+        inventory::observe_response(session, &request.method, doc.value(), &flow.context).await
+    } else {
+        None
     };
     if let Some(blocked) = observed {
         let denial = Denial::of(&blocked.decision, blocked.entry_id.as_deref());
