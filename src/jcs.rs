@@ -306,31 +306,24 @@ where
             }
             count += 1;
         }
-        if rest.next().is_none() {
-            write_sorted(sink, &mut slots[..count], &mut write_value)?;
+        let mut spilled: Vec<_>;
+        let entries = if rest.next().is_none() {
+            &mut slots[..count]
         } else {
-            let mut entries: Vec<_> = members.map(Some).collect();
-            write_sorted(sink, &mut entries, &mut write_value)?;
-        }
+            spilled = members.map(Some).collect();
+            &mut spilled[..]
+        };
+        sort_by_key_order(entries);
+        write_members(sink, entries.iter().flatten().copied(), &mut write_value)?;
     }
     sink.put(b"}");
     Ok(())
 }
 
-/// Sorts `entries` (all `Some`) by key and writes them.
-fn write_sorted<'m, S, V, F>(
-    sink: &mut S,
-    entries: &mut [Option<(&'m str, &'m V)>],
-    write_value: &mut F,
-) -> Result<(), JcsError>
-where
-    S: Sink,
-    V: ?Sized + 'm,
-    F: FnMut(&mut S, &'m str, &'m V) -> Result<(), JcsError>,
-{
+/// Sorts `entries` (all `Some`) by key.
+fn sort_by_key_order<'m, V: ?Sized>(entries: &mut [Option<(&'m str, &'m V)>]) {
     let key = |entry: &Option<(&'m str, &'m V)>| -> &'m str { entry.map_or("", |(key, _)| key) };
     entries.sort_unstable_by(|a, b| key_order(key(a), key(b)));
-    write_members(sink, entries.iter().flatten().copied(), write_value)
 }
 
 fn write_members<'m, S, V, F>(
