@@ -2,7 +2,8 @@
 //!
 //! Everything written to a peer goes through one [`FrameWriter`], so frames
 //! from different tasks never interleave, and bursts are coalesced into one
-//! write and one flush.
+//! write and one flush: on the multi-thread runtime the writer first lets
+//! the other ready tasks queue theirs (see `gather`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -15,6 +16,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::jsonrpc::RequestId;
+
+mod gather;
+
+use gather::Gather;
 
 /// Frames coalesced into one write at most.
 const MAX_BATCH: usize = 64;
@@ -269,6 +274,7 @@ where
 {
     let mut buf = BytesMut::new();
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    let mut gather = Gather::for_current_runtime();
     loop {
         let received = tokio::select! {
             biased;
@@ -285,6 +291,15 @@ where
         if received == 0 {
             break;
         }
+        if batch.len() < MAX_BATCH && gather.let_others_queue().await {
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(frame) => batch.push(frame),
+                    Err(_) => break,
+                }
+            }
+        }
+        gather.writing(batch.len());
         write_batch(&mut sink, &mut buf, &mut batch).await?;
     }
     sink.shutdown().await
