@@ -17,7 +17,49 @@ pub(crate) enum NamePattern {
     Exact(String),
     /// A real glob, kept with its source form so the index can share one
     /// matcher between rules that use the same pattern.
-    Glob { glob: Glob, matcher: GlobMatcher },
+    Glob { glob: Glob, matcher: Matcher },
+}
+
+/// How a glob is tested against a name.
+///
+/// Most hook and tool globs are a literal with `*` at one end or both
+/// (`protocols/MCP/*`, `*_delete`); those are string comparisons, which
+/// cost a fraction of running `globset`'s regex on every hook.
+#[derive(Debug, Clone)]
+pub(crate) enum Matcher {
+    /// `literal*`.
+    Prefix(String),
+    /// `*literal`.
+    Suffix(String),
+    /// `*literal*`.
+    Contains(String),
+    /// Anything else: `globset`'s compiled matcher.
+    Regex(GlobMatcher),
+}
+
+impl Matcher {
+    /// The cheapest matcher equivalent to `glob` (whose text is `text`).
+    fn for_glob(text: &str, glob: &Glob) -> Self {
+        let literal = |part: &str| !part.is_empty() && !part.contains(GLOB_META);
+        let inner = text
+            .strip_prefix('*')
+            .and_then(|rest| rest.strip_suffix('*'));
+        match (text.strip_suffix('*'), text.strip_prefix('*'), inner) {
+            (_, _, Some(middle)) if literal(middle) => Self::Contains(middle.to_owned()),
+            (Some(prefix), _, _) if literal(prefix) => Self::Prefix(prefix.to_owned()),
+            (_, Some(suffix), _) if literal(suffix) => Self::Suffix(suffix.to_owned()),
+            _ => Self::Regex(glob.compile_matcher()),
+        }
+    }
+
+    fn is_match(&self, name: &str) -> bool {
+        match self {
+            Self::Prefix(prefix) => name.starts_with(prefix.as_str()),
+            Self::Suffix(suffix) => name.ends_with(suffix.as_str()),
+            Self::Contains(middle) => name.contains(middle.as_str()),
+            Self::Regex(matcher) => matcher.is_match_candidate(&Candidate::from_bytes(name)),
+        }
+    }
 }
 
 /// Characters that give a pattern glob meaning in `globset`.
@@ -33,7 +75,7 @@ impl NamePattern {
             return Ok(Self::Exact(text.to_owned()));
         }
         let glob = build_glob(text).map_err(|source| RuleProblem::InvalidGlob { field, source })?;
-        let matcher = glob.compile_matcher();
+        let matcher = Matcher::for_glob(text, &glob);
         Ok(Self::Glob { glob, matcher })
     }
 
@@ -42,7 +84,7 @@ impl NamePattern {
         match self {
             Self::Any => true,
             Self::Exact(exact) => exact == name,
-            Self::Glob { matcher, .. } => matcher.is_match_candidate(&Candidate::from_bytes(name)),
+            Self::Glob { matcher, .. } => matcher.is_match(name),
         }
     }
 }
@@ -99,6 +141,50 @@ mod tests {
         assert!(p.matches("run_shell"));
         assert!(!p.matches("run_other"));
         assert!(pattern("tool-[0-9]").matches("tool-7"));
+    }
+
+    /// Globs with `*` only at their ends are string comparisons, and they
+    /// match exactly what `globset` would.
+    #[test]
+    fn star_ended_globs_match_as_globset_does() {
+        let names = [
+            "",
+            "protocols/MCP/",
+            "protocols/MCP/tools/call",
+            "x_delete",
+            "_delete",
+            "a_delete_b",
+            "run_",
+            "Run_shell",
+            "run_shell",
+        ];
+        for text in [
+            "protocols/MCP/*",
+            "*_delete",
+            "*delete*",
+            "run_*",
+            "r*n_*",
+            "**",
+        ] {
+            let compiled = pattern(text);
+            let reference = build_glob(text).expect("valid glob").compile_matcher();
+            for name in names {
+                assert_eq!(
+                    compiled.matches(name),
+                    reference.is_match(name),
+                    "{text} on {name:?}"
+                );
+            }
+        }
+        let shape = |text| match pattern(text) {
+            NamePattern::Glob { matcher, .. } => matcher,
+            other => panic!("{text} compiled to {other:?}"),
+        };
+        assert!(matches!(shape("protocols/MCP/*"), Matcher::Prefix(_)));
+        assert!(matches!(shape("*_delete"), Matcher::Suffix(_)));
+        assert!(matches!(shape("*delete*"), Matcher::Contains(_)));
+        assert!(matches!(shape("r*n_*"), Matcher::Regex(_)));
+        assert!(matches!(shape("run_[ab]*"), Matcher::Regex(_)));
     }
 
     #[test]
