@@ -11,7 +11,8 @@
 //! costing one each (two per `tools/call` round trip when calls come one at
 //! a time). `Always` mode never lingers: its appenders wait on the disk.
 //! Entries their appenders only numbered (`Batch`, `Never`) are linked
-//! into their chains as they arrive during the window, in queue order.
+//! into their chains as they arrive during the window, in queue order, each
+//! once the message it records has been written.
 //!
 //! Lines are written with plain `std::fs` on the writer task itself: a
 //! write of one small batch lands in the page cache without blocking for
@@ -259,7 +260,8 @@ impl Writer {
     /// meanwhile join it; a flush, an `Always` append and a failure window
     /// go at once. Entries are linked as they arrive rather than all at the
     /// window's end: the writer then runs in the gaps between messages
-    /// instead of holding one back for a whole round's hashing.
+    /// instead of holding one back for a whole round's hashing. It first
+    /// lets the message they record be written ([`after_ready_tasks`]).
     async fn gather(&mut self, first: Command) -> Round {
         let epoch = self.status.epoch();
         let mut round = Round {
@@ -268,6 +270,9 @@ impl Writer {
         };
         let lingers =
             !waited_for(&first) && self.outage.is_none() && self.mode != FsyncMode::Always;
+        if lingers {
+            after_ready_tasks().await;
+        }
         let mut lost = round.add(first, epoch, &self.status);
         // Up to the queue's capacity and about `ROUND_BYTES`, so one round
         // cannot grow without bound while appenders keep refilling it.
@@ -276,10 +281,20 @@ impl Writer {
             let window = tokio::time::sleep(FsyncMode::GROUP_COMMIT_WINDOW);
             tokio::pin!(window);
             while room > 0 && round.bytes.len() < ROUND_BYTES {
-                let command = tokio::select! {
-                    biased;
-                    command = self.commands.recv() => command,
-                    () = &mut window => None,
+                let command = match self.commands.try_recv() {
+                    Ok(command) => Some(command),
+                    Err(mpsc::error::TryRecvError::Disconnected) => None,
+                    Err(mpsc::error::TryRecvError::Empty) => {
+                        let command = tokio::select! {
+                            biased;
+                            command = self.commands.recv() => command,
+                            () = &mut window => None,
+                        };
+                        if command.is_some() {
+                            after_ready_tasks().await;
+                        }
+                        command
+                    }
                 };
                 let Some(command) = command else { break };
                 let go_now = waited_for(&command);
@@ -456,6 +471,30 @@ impl Writer {
     }
 }
 
+/// Returns once the tasks that were ready when it was called have run.
+///
+/// An entry queued while a message is decided wakes the writer before the
+/// tasks that release and write that message, and on a one-thread runtime
+/// tasks run in the order they were woken. Linking first would put the
+/// entry's hashing between the decision and the write; the message's
+/// release then its write each take one turn of the queue, so the writer
+/// steps back twice. No system call: with nothing else ready it runs again
+/// at once.
+async fn after_ready_tasks() {
+    for _ in 0..2 {
+        let mut yielded = false;
+        std::future::poll_fn(|cx| {
+            if yielded {
+                return std::task::Poll::Ready(());
+            }
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        })
+        .await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::head::Tip;
@@ -474,6 +513,37 @@ mod tests {
             ack: None,
             epoch,
         }
+    }
+
+    /// On a one-thread runtime a message's entry wakes the writer before
+    /// the task that releases the message, which then wakes the task that
+    /// writes it: the writer goes on only once both have run.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_writer_steps_back_behind_a_release_and_its_write() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let written = Arc::new(AtomicBool::new(false));
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let (write, to_write) = tokio::sync::oneshot::channel::<()>();
+        let flag = Arc::clone(&written);
+        tokio::spawn(async move {
+            if to_write.await.is_ok() {
+                flag.store(true, Ordering::SeqCst);
+            }
+        });
+        tokio::spawn(async move {
+            if released.await.is_ok() {
+                let _ = write.send(());
+            }
+        });
+        // Both wait on their channels before the message is decided.
+        tokio::task::yield_now().await;
+        let flag = Arc::clone(&written);
+        let writer = tokio::spawn(async move {
+            after_ready_tasks().await;
+            flag.load(Ordering::SeqCst)
+        });
+        let _ = release.send(());
+        assert!(writer.await.unwrap(), "the message was written first");
     }
 
     #[tokio::test]
