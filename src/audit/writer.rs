@@ -477,9 +477,9 @@ impl Writer {
 /// tasks that release and write that message, and on a one-thread runtime
 /// tasks run in the order they were woken. Linking first would put the
 /// entry's hashing between the decision and the write; the message's
-/// release then its write each take one turn of the queue, so the writer
-/// steps back twice. No system call: with nothing else ready it runs again
-/// at once.
+/// release (when it waits behind others) and its write each take one turn
+/// of the queue, so the writer steps back twice. No system call: with
+/// nothing else ready it runs again at once.
 async fn after_ready_tasks() {
     for _ in 0..2 {
         let mut yielded = false;

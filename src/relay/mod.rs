@@ -34,6 +34,7 @@ pub mod lifecycle;
 pub mod limits_in_force;
 pub mod pump;
 pub mod quota;
+mod release;
 mod run;
 mod sessions;
 pub mod stage;

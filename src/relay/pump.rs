@@ -2,12 +2,12 @@
 //! concurrently, and release them to the other side in the order they
 //! arrived.
 //!
-//! Each message gets a slot in an ordered queue. Its decision runs at once
-//! (inline when it completes without waiting, otherwise in its own task),
-//! and the releaser writes slots strictly in arrival order, so a
-//! notification never overtakes the request it follows. A message held
-//! for an approver gives up its slot ([`Outcome::Detached`]) and is written
-//! directly once resolved, so one pending approval does not stall the rest.
+//! Each message's decision runs at once (inline when it completes without
+//! waiting, otherwise in its own task), and messages are released strictly
+//! in arrival order ([`super::release`]), so a notification never
+//! overtakes the request it follows. A message held for an approver gives
+//! up its slot ([`Outcome::Detached`]) and is written directly once
+//! resolved, so one pending approval does not stall the rest.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,13 +17,14 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, Stream, StreamExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::decide::{self, MessageContext};
 use super::delivery::{Delivery, Outcome};
 use super::frame;
 use super::intake::{FrameIntake, SharedIntake};
+use super::release::{self, ReleaseQueue};
 use super::{inventory, lifecycle};
 use crate::enforce::Action;
 use crate::guardian::Decision;
@@ -31,17 +32,9 @@ use crate::jsonrpc::{
     codes, error_response, peek_frame_within, Frame, Message, MessageKind, PeekError,
 };
 use crate::metrics::METRICS;
-use crate::session::{Direction, Session, Writers};
+use crate::session::{Direction, Session};
 use crate::telemetry::Carrier;
 use crate::transport::LineFrame;
-
-/// An entry of the ordered release queue.
-enum Queued {
-    /// A message being decided.
-    Slot(oneshot::Receiver<Outcome>),
-    /// Signalled once everything queued before it has been written.
-    Barrier(oneshot::Sender<()>),
-}
 
 /// Reads `frames` from the peer sending in `direction` until it closes,
 /// and relays them. Returns once everything read has been released.
@@ -94,13 +87,14 @@ pub async fn run_shared<S>(
     }
 }
 
-/// One direction's intake: each frame read is peeked, its decision
-/// started, and its slot queued for the releaser, which writes slots in
+/// One direction's intake: each frame read is peeked and its decision
+/// started; a message decided at once while nothing waits for release is
+/// written here, any other queued for the releaser, which writes them in
 /// the order they were taken.
 struct Intake<F> {
     session: Arc<Session>,
     direction: Direction,
-    queue: mpsc::Sender<Queued>,
+    release: ReleaseQueue,
     releaser: JoinHandle<()>,
     /// A completed decision's allocation, ready for the next: a
     /// decision's future is several kilobytes, and allocating one per
@@ -116,12 +110,15 @@ fn intake(
     session: Arc<Session>,
     direction: Direction,
 ) -> Intake<impl Future<Output = ()> + Send + 'static> {
-    let (queue, pending) = mpsc::channel(session.config.limits.max_in_flight);
-    let releaser = tokio::spawn(release(pending, session.writers.clone(), direction));
+    let (release, releaser) = ReleaseQueue::start(
+        session.config.limits.max_in_flight,
+        session.writers.clone(),
+        direction,
+    );
     Intake {
         session,
         direction,
-        queue,
+        release,
         releaser,
         spare: None,
         decide,
@@ -143,7 +140,12 @@ where
             }
             Ok(LineFrame::Peeked(message)) => (Ok(Frame::Single(*message)), None),
             Ok(LineFrame::TooLong) => {
-                Box::pin(refuse_oversized(&self.session, self.direction, &self.queue)).await;
+                Box::pin(refuse_oversized(
+                    &self.session,
+                    self.direction,
+                    &self.release,
+                ))
+                .await;
                 return true;
             }
             Err(err) => {
@@ -163,14 +165,12 @@ where
         if message.kind != MessageKind::Request || !lifecycle::started(&self.session) {
             return Err(message);
         }
-        if self.queue.capacity() == 0 || self.queue.is_closed() {
+        if !self.release.has_room() {
             return Err(message);
         }
         let slot = self.start_deciding(Frame::Single(*message), None);
-        // Only this intake sends on the queue, so the room seen above is
-        // still there; it fails only if the releaser has ended since, and
-        // then nothing is released any more.
-        let _ = self.queue.try_send(Queued::Slot(slot));
+        // Only this intake queues, so the room seen above is still there.
+        self.release.try_queue(slot);
         Ok(())
     }
 
@@ -185,7 +185,7 @@ where
         let frame = match peeked {
             Ok(frame) => frame,
             Err(err) => {
-                return Box::pin(refuse_malformed(session, direction, err, &self.queue)).await
+                return Box::pin(refuse_malformed(session, direction, err, &self.release)).await
             }
         };
         if direction == Direction::ClientToServer {
@@ -203,12 +203,24 @@ where
         }
         let initialized = direction == Direction::ClientToServer
             && matches!(&frame, Frame::Single(m) if m.method() == "notifications/initialized");
-        let slot = self.start_deciding(frame, carrier);
-        if self.queue.send(Queued::Slot(slot)).await.is_err() {
-            return false;
+        let mut slot = self.start_deciding(frame, carrier);
+        let decided = match self.release.is_drained() {
+            true => slot.try_recv().ok(),
+            false => None,
+        };
+        match decided {
+            Some(Outcome::Deliver(deliveries)) => {
+                release::write(&self.session.writers, direction, deliveries).await;
+            }
+            Some(Outcome::Detached) => {}
+            None => {
+                if !self.release.queue(slot).await {
+                    return false;
+                }
+            }
         }
         if initialized && self.session.config.hooks.inventory {
-            if !barrier(&self.queue).await {
+            if !self.release.barrier().await {
                 return false;
             }
             Box::pin(inventory::take_snapshot(&self.session)).await;
@@ -255,7 +267,7 @@ where
 
     /// Returns once everything taken has been released.
     async fn finish(self) {
-        drop(self.queue);
+        drop(self.release);
         if let Err(err) = self.releaser.await {
             tracing::error!(%err, "the release task failed");
         }
@@ -307,48 +319,7 @@ async fn decide(undecided: Undecided) {
         Some(slot) => {
             let _ = slot.send(Outcome::Deliver(deliveries));
         }
-        None => write(&writers, direction, deliveries).await,
-    }
-}
-
-/// Waits until everything queued so far has been written.
-async fn barrier(queue: &mpsc::Sender<Queued>) -> bool {
-    let (tx, rx) = oneshot::channel();
-    if queue.send(Queued::Barrier(tx)).await.is_err() {
-        return false;
-    }
-    rx.await.is_ok()
-}
-
-/// Writes slots in arrival order.
-async fn release(mut queue: mpsc::Receiver<Queued>, writers: Writers, direction: Direction) {
-    while let Some(queued) = queue.recv().await {
-        match queued {
-            Queued::Slot(slot) => {
-                if let Ok(Outcome::Deliver(deliveries)) = slot.await {
-                    write(&writers, direction, deliveries).await;
-                }
-            }
-            Queued::Barrier(done) => {
-                let _ = done.send(());
-            }
-        }
-    }
-}
-
-async fn write(writers: &Writers, direction: Direction, deliveries: Vec<Delivery>) {
-    for delivery in deliveries {
-        let sent = match delivery {
-            Delivery::Forward(bytes) => writers.toward(direction).send(bytes).await,
-            Delivery::Answer(bytes, id) => writers.toward(direction).send_answer(bytes, &id).await,
-            Delivery::Reply(bytes) => writers.toward(direction.reverse()).send(bytes).await,
-        };
-        if sent.is_err() {
-            tracing::debug!(
-                direction = direction.as_str(),
-                "dropped a frame for a closed peer"
-            );
-        }
+        None => release::write(&writers, direction, deliveries).await,
     }
 }
 
@@ -359,7 +330,7 @@ async fn refuse_malformed(
     session: &Arc<Session>,
     direction: Direction,
     err: PeekError,
-    queue: &mpsc::Sender<Queued>,
+    release: &ReleaseQueue,
 ) -> bool {
     let (code, id) = match &err {
         PeekError::Parse(_) => (codes::PARSE_ERROR, None),
@@ -367,30 +338,24 @@ async fn refuse_malformed(
     };
     let reply = error_response(id.as_ref(), code, &err.to_string(), None);
     record_refusal(session, direction, err.to_string()).await;
-    refuse(direction, reply, queue).await
+    refuse(direction, reply, release).await
 }
 
-async fn refuse_oversized(
-    session: &Arc<Session>,
-    direction: Direction,
-    queue: &mpsc::Sender<Queued>,
-) {
+async fn refuse_oversized(session: &Arc<Session>, direction: Direction, release: &ReleaseQueue) {
     let limit = session.config.limits.max_message_bytes;
     let message = format!("message exceeds the {limit}-byte limit and was discarded");
     let reply = error_response(None, codes::INVALID_REQUEST, &message, None);
     record_refusal(session, direction, message).await;
-    refuse(direction, reply, queue).await;
+    refuse(direction, reply, release).await;
 }
 
 /// Queues an error reply to the client. A server that sends garbage is not
 /// answered (it asked nothing); the event is only recorded.
-async fn refuse(direction: Direction, reply: Bytes, queue: &mpsc::Sender<Queued>) -> bool {
+async fn refuse(direction: Direction, reply: Bytes, release: &ReleaseQueue) -> bool {
     if direction != Direction::ClientToServer {
         return true;
     }
-    let (tx, rx) = oneshot::channel();
-    let _ = tx.send(Outcome::Deliver(vec![Delivery::Reply(reply)]));
-    queue.send(Queued::Slot(rx)).await.is_ok()
+    release.queue_deliveries(vec![Delivery::Reply(reply)]).await
 }
 
 async fn record_refusal(session: &Session, direction: Direction, detail: String) {
