@@ -168,9 +168,18 @@ where
         if !self.release.has_room() {
             return Err(message);
         }
-        let slot = self.start_deciding(Frame::Single(*message), None);
+        let mut slot = self.start_deciding(Frame::Single(*message), None);
         // Only this intake queues, so the room seen above is still there.
-        self.release.try_queue(slot);
+        match self.decided_first(&mut slot) {
+            Some(Outcome::Deliver(deliveries)) => {
+                let rest = release::write_now(&self.session.writers, self.direction, deliveries);
+                if !rest.is_empty() {
+                    self.release.try_queue_deliveries(rest);
+                }
+            }
+            Some(Outcome::Detached) => {}
+            None => self.release.try_queue(slot),
+        }
         Ok(())
     }
 
@@ -204,11 +213,7 @@ where
         let initialized = direction == Direction::ClientToServer
             && matches!(&frame, Frame::Single(m) if m.method() == "notifications/initialized");
         let mut slot = self.start_deciding(frame, carrier);
-        let decided = match self.release.is_drained() {
-            true => slot.try_recv().ok(),
-            false => None,
-        };
-        match decided {
+        match self.decided_first(&mut slot) {
             Some(Outcome::Deliver(deliveries)) => {
                 release::write(&self.session.writers, direction, deliveries).await;
             }
@@ -258,6 +263,16 @@ where
             self.spare = Some(decision);
         }
         rx
+    }
+
+    /// The outcome of a decision that completed at once, when everything
+    /// taken before it has been written: it may then be written without
+    /// going through the release queue.
+    fn decided_first(&self, slot: &mut oneshot::Receiver<Outcome>) -> Option<Outcome> {
+        match self.release.is_drained() {
+            true => slot.try_recv().ok(),
+            false => None,
+        }
     }
 
     /// The peer is idle: an idle session keeps no decision's memory.

@@ -77,9 +77,12 @@ impl ReleaseQueue {
 
     /// Queues deliveries that are already known (a refusal).
     pub(super) async fn queue_deliveries(&self, deliveries: Vec<Delivery>) -> bool {
-        let (tx, rx) = oneshot::channel();
-        let _ = tx.send(Outcome::Deliver(deliveries));
-        self.queue(rx).await
+        self.queue(known(deliveries)).await
+    }
+
+    /// [`Self::queue_deliveries`] when there is room ([`Self::has_room`]).
+    pub(super) fn try_queue_deliveries(&self, deliveries: Vec<Delivery>) {
+        self.try_queue(known(deliveries));
     }
 
     /// Waits until everything queued so far has been written.
@@ -90,6 +93,13 @@ impl ReleaseQueue {
         }
         rx.await.is_ok()
     }
+}
+
+/// A slot already resolved to `deliveries`.
+fn known(deliveries: Vec<Delivery>) -> oneshot::Receiver<Outcome> {
+    let (tx, rx) = oneshot::channel();
+    let _ = tx.send(Outcome::Deliver(deliveries));
+    rx
 }
 
 /// Writes slots in the order they were queued.
@@ -112,6 +122,36 @@ async fn release(
             }
         }
     }
+}
+
+/// Writes what of one message's deliveries needs no waiting, in order, and
+/// returns the rest (from the first that would wait) to be released.
+pub(super) fn write_now(
+    writers: &Writers,
+    direction: Direction,
+    deliveries: Vec<Delivery>,
+) -> Vec<Delivery> {
+    let mut deliveries = deliveries.into_iter();
+    while let Some(delivery) = deliveries.next() {
+        let refused = match delivery {
+            Delivery::Forward(bytes) => writers
+                .toward(direction)
+                .send_now(bytes)
+                .err()
+                .map(Delivery::Forward),
+            Delivery::Reply(bytes) => writers
+                .toward(direction.reverse())
+                .send_now(bytes)
+                .err()
+                .map(Delivery::Reply),
+            // Routed by its id, which only the waiting send does.
+            answer @ Delivery::Answer(..) => Some(answer),
+        };
+        if let Some(refused) = refused {
+            return std::iter::once(refused).chain(deliveries).collect();
+        }
+    }
+    Vec::new()
 }
 
 /// Writes one message's deliveries, each toward its receiver.

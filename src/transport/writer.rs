@@ -210,6 +210,16 @@ impl FrameWriter {
         self.queue(frame).await
     }
 
+    /// Queues `frame` (without its newline) when that needs no waiting: the
+    /// writer diverts nothing and its queue has room. Gives it back
+    /// otherwise, to be sent with [`Self::send`].
+    pub fn send_now(&self, frame: Bytes) -> Result<(), Bytes> {
+        if self.divert.is_some() {
+            return Err(frame);
+        }
+        self.tx.try_send(frame).map_err(|err| err.into_inner())
+    }
+
     /// Queues one frame on this writer's own queue.
     async fn queue(&self, frame: Bytes) -> Result<(), WriterClosed> {
         self.tx.send(frame).await.map_err(|_| WriterClosed)
