@@ -89,8 +89,8 @@ pub async fn run_shared<S>(
 
 /// One direction's intake: each frame read is peeked and its decision
 /// started; a message decided at once while nothing waits for release is
-/// written here, any other queued for the releaser, which writes them in
-/// the order they were taken.
+/// handed to its writers here, any other queued for the releaser, which
+/// writes them in the order they were taken.
 struct Intake<F> {
     session: Arc<Session>,
     direction: Direction,
@@ -213,16 +213,19 @@ where
         let initialized = direction == Direction::ClientToServer
             && matches!(&frame, Frame::Single(m) if m.method() == "notifications/initialized");
         let mut slot = self.start_deciding(frame, carrier);
-        match self.decided_first(&mut slot) {
+        // Only what needs no waiting is written here: waiting on a writer
+        // would make this future, which every idle session's pump holds,
+        // as large as the write's.
+        let queued = match self.decided_first(&mut slot) {
             Some(Outcome::Deliver(deliveries)) => {
-                release::write(&self.session.writers, direction, deliveries).await;
+                let rest = release::write_now(&self.session.writers, direction, deliveries);
+                rest.is_empty() || self.release.queue_deliveries(rest).await
             }
-            Some(Outcome::Detached) => {}
-            None => {
-                if !self.release.queue(slot).await {
-                    return false;
-                }
-            }
+            Some(Outcome::Detached) => true,
+            None => self.release.queue(slot).await,
+        };
+        if !queued {
+            return false;
         }
         if initialized && self.session.config.hooks.inventory {
             if !self.release.barrier().await {

@@ -3,9 +3,11 @@
 //! Every message taken gets a slot in a queue, and one task writes the
 //! slots strictly in the order they were taken. While that task has
 //! nothing left to write, a message decided at once needs no slot: its
-//! intake writes it directly, which keeps the order and spares the
-//! message a hand-off to the release task (on a one-thread runtime, one
-//! more turn of the runtime's queue before the write).
+//! intake hands it to its writers directly ([`write_now`]), which keeps
+//! the order and spares the message a hand-off to the release task (on a
+//! one-thread runtime, one more turn of the runtime's queue before the
+//! write). What would have to wait for a writer still goes through the
+//! queue, behind what was handed on.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
