@@ -168,17 +168,10 @@ where
         if !self.release.has_room() {
             return Err(message);
         }
-        let mut slot = self.start_deciding(Frame::Single(*message), None);
+        let slot = self.start_deciding(Frame::Single(*message), None);
         // Only this intake queues, so the room seen above is still there.
-        match self.decided_first(&mut slot) {
-            Some(Outcome::Deliver(deliveries)) => {
-                let rest = release::write_now(&self.session.writers, self.direction, deliveries);
-                if !rest.is_empty() {
-                    self.release.try_queue_deliveries(rest);
-                }
-            }
-            Some(Outcome::Detached) => {}
-            None => self.release.try_queue(slot),
+        if let Some(slot) = self.hand_on_now(slot) {
+            self.release.try_queue(slot);
         }
         Ok(())
     }
@@ -212,20 +205,11 @@ where
         }
         let initialized = direction == Direction::ClientToServer
             && matches!(&frame, Frame::Single(m) if m.method() == "notifications/initialized");
-        let mut slot = self.start_deciding(frame, carrier);
-        // Only what needs no waiting is written here: waiting on a writer
-        // would make this future, which every idle session's pump holds,
-        // as large as the write's.
-        let queued = match self.decided_first(&mut slot) {
-            Some(Outcome::Deliver(deliveries)) => {
-                let rest = release::write_now(&self.session.writers, direction, deliveries);
-                rest.is_empty() || self.release.queue_deliveries(rest).await
+        let slot = self.start_deciding(frame, carrier);
+        if let Some(slot) = self.hand_on_now(slot) {
+            if !self.release.queue(slot).await {
+                return false;
             }
-            Some(Outcome::Detached) => true,
-            None => self.release.queue(slot).await,
-        };
-        if !queued {
-            return false;
         }
         if initialized && self.session.config.hooks.inventory {
             if !self.release.barrier().await {
@@ -268,13 +252,26 @@ where
         rx
     }
 
-    /// The outcome of a decision that completed at once, when everything
-    /// taken before it has been written: it may then be written without
-    /// going through the release queue.
-    fn decided_first(&self, slot: &mut oneshot::Receiver<Outcome>) -> Option<Outcome> {
-        match self.release.is_drained() {
-            true => slot.try_recv().ok(),
-            false => None,
+    /// Hands a decision that completed at once to its writers, when
+    /// everything taken before it has been written; returns what must
+    /// still go through the release queue (the slot itself, or what of its
+    /// deliveries would have had to wait). Only what needs no waiting is
+    /// handed on here: waiting on a writer would make the intake's future,
+    /// which every idle session's pump holds, as large as the write's.
+    fn hand_on_now(
+        &self,
+        mut slot: oneshot::Receiver<Outcome>,
+    ) -> Option<oneshot::Receiver<Outcome>> {
+        if !self.release.is_drained() {
+            return Some(slot);
+        }
+        match slot.try_recv() {
+            Ok(Outcome::Deliver(deliveries)) => {
+                let rest = release::write_now(&self.session.writers, self.direction, deliveries);
+                (!rest.is_empty()).then(|| release::known(rest))
+            }
+            Ok(Outcome::Detached) => None,
+            Err(_) => Some(slot),
         }
     }
 

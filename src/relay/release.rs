@@ -82,11 +82,6 @@ impl ReleaseQueue {
         self.queue(known(deliveries)).await
     }
 
-    /// [`Self::queue_deliveries`] when there is room ([`Self::has_room`]).
-    pub(super) fn try_queue_deliveries(&self, deliveries: Vec<Delivery>) {
-        self.try_queue(known(deliveries));
-    }
-
     /// Waits until everything queued so far has been written.
     pub(super) async fn barrier(&self) -> bool {
         let (tx, rx) = oneshot::channel();
@@ -98,7 +93,7 @@ impl ReleaseQueue {
 }
 
 /// A slot already resolved to `deliveries`.
-fn known(deliveries: Vec<Delivery>) -> oneshot::Receiver<Outcome> {
+pub(super) fn known(deliveries: Vec<Delivery>) -> oneshot::Receiver<Outcome> {
     let (tx, rx) = oneshot::channel();
     let _ = tx.send(Outcome::Deliver(deliveries));
     rx
