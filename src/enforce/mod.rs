@@ -30,9 +30,9 @@ pub struct MessageDoc {
 
 impl MessageDoc {
     /// Wraps a message read from a peer.
-    pub fn new(tree: MessageTree) -> Self {
+    pub fn new(tree: Arc<MessageTree>) -> Self {
         Self {
-            tree: Arc::new(tree),
+            tree,
             edit: None,
             rewritten: false,
         }

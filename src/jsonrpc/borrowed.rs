@@ -106,6 +106,14 @@ impl<'a> BorrowedJson<'a> {
         self.as_object()?.get(name)
     }
 
+    /// The member `name` of an object, to change.
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut BorrowedJson<'a>> {
+        match self {
+            BorrowedJson::Object(object) => object.get_mut(name),
+            _ => None,
+        }
+    }
+
     /// This object.
     pub fn as_object(&self) -> Option<&BorrowedObject<'a>> {
         match self {
@@ -177,6 +185,14 @@ impl<'a> BorrowedObject<'a> {
     pub fn get(&self, name: &str) -> Option<&BorrowedJson<'a>> {
         self.members
             .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value)
+    }
+
+    /// The member `name`, to change.
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut BorrowedJson<'a>> {
+        self.members
+            .iter_mut()
             .find(|(key, _)| key == name)
             .map(|(_, value)| value)
     }

@@ -138,6 +138,23 @@ fn only_whitespace_after(bytes: &[u8], at: usize) -> bool {
     skip_whitespace(bytes, at) == bytes.len()
 }
 
+/// Where `part`, a string borrowed from `whole` (by a borrowing
+/// deserializer), sits in it.
+pub fn place(whole: &[u8], part: &str) -> Option<Range<usize>> {
+    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+    let end = start + part.len();
+    (whole.get(start..end)? == part.as_bytes()).then_some(start..end)
+}
+
+/// Where the JSON string whose contents `text` borrows from `whole` sits
+/// in it, quotes included: its exact spelling, which had no escapes.
+pub fn place_quoted(whole: &[u8], text: &str) -> Option<Range<usize>> {
+    let inner = place(whole, text)?;
+    let quoted = inner.start.checked_sub(1)?..inner.end + 1;
+    let spelled = whole.get(quoted.clone())?;
+    (spelled.starts_with(b"\"") && spelled.ends_with(b"\"")).then_some(quoted)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

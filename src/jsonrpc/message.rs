@@ -1,13 +1,15 @@
-//! Classifying one frame without parsing it into a tree.
+//! Classifying one frame: what each message in it is, read from the tree
+//! its hooks will read too, so a governed message is parsed once.
 
 use std::borrow::Cow;
-use std::fmt;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::ScanError;
+use super::members::place_quoted;
+use super::{BorrowedJson, MessageTree, RequestId, ScanError};
 use crate::hooks::mcp;
 
 /// What a single JSON-RPC message is.
@@ -21,107 +23,8 @@ pub enum MessageKind {
     Response,
 }
 
-/// A request id, kept as its exact JSON text (`1` and `"1"` are different ids).
-///
-/// Ids of up to 22 bytes, which is nearly all of them, are kept inline:
-/// every request and response carries an id and the relay clones it into
-/// its pending table, so a boxed copy was several allocations per call.
-#[derive(Clone)]
-pub struct RequestId(IdText);
-
-/// The longest id text kept inline: an inline id is then no bigger than a
-/// `String`.
-const INLINE_ID: usize = 22;
-
-#[derive(Clone)]
-enum IdText {
-    Inline { len: u8, bytes: [u8; INLINE_ID] },
-    Boxed(Box<str>),
-}
-
-impl RequestId {
-    /// Wraps the JSON text of an id (a JSON string with its quotes, or a number).
-    pub fn from_json(text: &str) -> Self {
-        let text = text.trim();
-        if text.len() > INLINE_ID {
-            return Self(IdText::Boxed(text.into()));
-        }
-        let mut bytes = [0; INLINE_ID];
-        bytes[..text.len()].copy_from_slice(text.as_bytes());
-        Self(IdText::Inline {
-            len: text.len() as u8,
-            bytes,
-        })
-    }
-
-    /// The id as JSON text, ready to splice into a message.
-    pub fn as_json(&self) -> &str {
-        match &self.0 {
-            // Copied from a `&str` whole, so always UTF-8; checked rather
-            // than assumed because the crate has no `unsafe`.
-            IdText::Inline { len, bytes } => {
-                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
-            }
-            IdText::Boxed(text) => text,
-        }
-    }
-
-    /// The id as a JSON value (for hook payloads and audit entries).
-    pub fn to_value(&self) -> serde_json::Value {
-        serde_json::from_str(self.as_json()).unwrap_or(serde_json::Value::Null)
-    }
-}
-
-// Equality, order and hash are those of the text, whichever way it is
-// stored, as `Borrow<str>` requires.
-
-impl PartialEq for RequestId {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_json() == other.as_json()
-    }
-}
-
-impl Eq for RequestId {}
-
-impl PartialOrd for RequestId {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for RequestId {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.as_json().cmp(other.as_json())
-    }
-}
-
-impl std::hash::Hash for RequestId {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_json().hash(state);
-    }
-}
-
-/// Looked up by its JSON text, as read from a frame.
-impl std::borrow::Borrow<str> for RequestId {
-    fn borrow(&self) -> &str {
-        self.as_json()
-    }
-}
-
-impl fmt::Debug for RequestId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("RequestId").field(&self.as_json()).finish()
-    }
-}
-
-impl fmt::Display for RequestId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_json())
-    }
-}
-
 /// One JSON-RPC message: the original bytes plus what the peek found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Message {
     /// The message exactly as received (no line terminator).
     pub bytes: Bytes,
@@ -133,7 +36,24 @@ pub struct Message {
     /// methods MCP defines (see [`mcp::method_name`]), so that peeking a
     /// message costs no allocation for them.
     pub method: Option<Cow<'static, str>>,
+    /// The message parsed as its hooks read it, when the peek parsed it
+    /// so; `None` when it was classified another way, and the hooks then
+    /// parse it themselves.
+    pub tree: Option<Arc<MessageTree>>,
 }
+
+/// Two messages are the same message when their bytes and what was read
+/// of them are; a tree is only those bytes parsed.
+impl PartialEq for Message {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes == other.bytes
+            && self.kind == other.kind
+            && self.id == other.id
+            && self.method == other.method
+    }
+}
+
+impl Eq for Message {}
 
 impl Message {
     /// The method, or `""` for responses.
@@ -298,6 +218,15 @@ fn peek_batch(bytes: &Bytes) -> Result<Vec<Message>, PeekError> {
 }
 
 fn peek_message(bytes: Bytes) -> Result<Message, PeekError> {
+    match peek_tree(&bytes) {
+        Some(message) => Ok(message),
+        None => peek_envelope(bytes),
+    }
+}
+
+/// Reads only the members that classify a message, and refuses what is
+/// not a valid one with the reason.
+fn peek_envelope(bytes: Bytes) -> Result<Message, PeekError> {
     let envelope: Envelope<'_, &RawValue> = match serde_json::from_slice(&bytes) {
         Ok(envelope) => envelope,
         Err(err) if err.is_data() => return Err(data_error(&bytes, err)),
@@ -311,7 +240,83 @@ fn peek_message(bytes: Bytes) -> Result<Message, PeekError> {
         kind,
         id,
         method,
+        tree: None,
     })
+}
+
+/// A valid message read from its tree, which then goes with it to its
+/// hooks. `None` for a message the tree cannot read as the envelope would
+/// (a duplicate key, a `null` or mistyped member, an id with an escape or
+/// a fraction, a message that is not valid): the envelope then reads it,
+/// and refuses it, exactly as it always has.
+pub(super) fn peek_tree(bytes: &Bytes) -> Option<Message> {
+    let tree = MessageTree::parse(bytes.clone()).ok()?;
+    let (kind, id, method) = {
+        let object = tree.root().as_object()?;
+        let id = match object.get("id") {
+            Some(id) => Some(id_text(bytes, id)?),
+            None => None,
+        };
+        let members = Members {
+            jsonrpc: optional_str(object.get("jsonrpc"))?,
+            method: optional_str(object.get("method"))?,
+            params_shaped: match object.get("params") {
+                None | Some(BorrowedJson::Object(_) | BorrowedJson::Array(_)) => true,
+                Some(_) => return None,
+            },
+            result: is_there(object.get("result"))?,
+            error: is_there(object.get("error"))?,
+        };
+        let (kind, method) = classify(&members, &id).ok()?;
+        (kind, id, method)
+    };
+    Some(Message {
+        bytes: bytes.clone(),
+        kind,
+        id,
+        method,
+        tree: Some(Arc::new(tree)),
+    })
+}
+
+/// A member read as the envelope reads a string: absent is `Some(None)`,
+/// anything but a string (even `null`) is left to the envelope (`None`).
+fn optional_str<'t>(member: Option<&'t BorrowedJson<'_>>) -> Option<Option<&'t str>> {
+    match member {
+        None => Some(None),
+        Some(BorrowedJson::String(text)) => Some(Some(text)),
+        Some(_) => None,
+    }
+}
+
+/// Whether `result` or `error` is there; a `null` one, which the envelope
+/// reads as absent, is left to it.
+fn is_there(member: Option<&BorrowedJson<'_>>) -> Option<bool> {
+    match member {
+        None => Some(false),
+        Some(BorrowedJson::Null) => None,
+        Some(_) => Some(true),
+    }
+}
+
+/// The id's exact text in `bytes`: a string that needed no unescaping,
+/// quotes included, or an integer (whose digits the tree keeps as they
+/// came).
+fn id_text(bytes: &[u8], id: &BorrowedJson<'_>) -> Option<RequestId> {
+    let text = match id {
+        BorrowedJson::String(Cow::Borrowed(text)) => {
+            std::str::from_utf8(bytes.get(place_quoted(bytes, text)?)?).ok()?
+        }
+        BorrowedJson::Number(number) if is_integer(number.as_str()) => number.as_str(),
+        _ => return None,
+    };
+    Some(RequestId::from_json(text))
+}
+
+/// `-?[0-9]+`.
+fn is_integer(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// A member of the wrong type stops the peek before it reaches the end, so
@@ -360,14 +365,7 @@ pub(super) fn classify(
 /// Request ids are strings or integers (MCP forbids null).
 fn check_request_id(id: &RequestId) -> Result<(), &'static str> {
     let text = id.as_json();
-    let is_string = text.starts_with('"');
-    let is_integer = text
-        .strip_prefix('-')
-        .unwrap_or(text)
-        .bytes()
-        .all(|b| b.is_ascii_digit())
-        && !text.is_empty();
-    if is_string || is_integer {
+    if text.starts_with('"') || is_integer(text) {
         Ok(())
     } else {
         Err("a request `id` must be a string or an integer")
@@ -429,28 +427,6 @@ mod tests {
         let request = single(r#"{"jsonrpc":"2.0","id":1,"method":"vendor/x"}"#);
         assert!(matches!(request.method, Some(Cow::Owned(_))));
         assert_eq!(request.method(), "vendor/x");
-    }
-
-    #[test]
-    fn ids_compare_and_hash_by_text_whatever_their_length() {
-        use std::collections::HashSet;
-        let short = "\"".to_owned() + &"s".repeat(INLINE_ID - 2) + "\"";
-        let long = "\"".to_owned() + &"l".repeat(INLINE_ID - 1) + "\"";
-        let mut ids = HashSet::new();
-        for text in ["7", " 7 ", short.as_str(), long.as_str()] {
-            let id = RequestId::from_json(text);
-            assert_eq!(id.as_json(), text.trim());
-            assert_eq!(id.to_string(), text.trim());
-            assert_eq!(id, RequestId::from_json(text.trim()));
-            ids.insert(id);
-        }
-        assert_eq!(ids.len(), 3);
-        assert!(ids.contains(long.as_str()) && ids.contains(short.as_str()));
-        assert!(RequestId::from_json("10") < RequestId::from_json("9"));
-        assert_eq!(
-            format!("{:?}", RequestId::from_json("1")),
-            r#"RequestId("1")"#
-        );
     }
 
     #[test]
@@ -530,5 +506,61 @@ mod tests {
             }
             Frame::Single(_) => panic!("expected a batch"),
         }
+    }
+
+    /// What the tree reads is what the envelope reads: the same kind, id
+    /// and method, or the same refusal.
+    #[test]
+    fn the_tree_and_the_envelope_read_a_message_alike() {
+        let texts = [
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"e","arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":-12,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":"a-1","method":"tools/list","params":[]}"#,
+            r#"{"method":"tools\/call","jsonrpc":"\u0032.0","id":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":"\u0061","method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1.5}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"hi"}]}}"#,
+            r#"{"jsonrpc":"2.0","id":"3","error":{"code":-32601,"message":"no"}}"#,
+            r#"{"jsonrpc":"2.0","id":2.5,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1e2,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":true,"method":"x"}"#,
+            r#"{"jsonrpc":null,"method":"x"}"#,
+            r#"{"jsonrpc":"1.0","method":"x"}"#,
+            r#"{"jsonrpc":"2.0","method":7}"#,
+            r#"{"jsonrpc":"2.0","method":"x","params":null}"#,
+            r#"{"jsonrpc":"2.0","method":"x","params":"p"}"#,
+            r#"{"jsonrpc":"2.0","method":"x","params":{"a":1,"a":2}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#,
+            r#"["not", "an", "object"]"#,
+            r#""text""#,
+        ];
+        for text in texts {
+            let bytes = Bytes::copy_from_slice(text.as_bytes());
+            let read = peek_message(bytes.clone());
+            let enveloped = peek_envelope(bytes);
+            assert_eq!(read, enveloped, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_plain_message_keeps_its_tree_and_an_odd_one_is_read_without() {
+        let plain = single(r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{}}"#);
+        let tree = plain.tree.expect("parsed once");
+        assert_eq!(tree.bytes(), &plain.bytes);
+        assert_eq!(
+            tree.root().get("method").and_then(|m| m.as_str()),
+            Some("tools/call")
+        );
+        let escaped_id = single(r#"{"jsonrpc":"2.0","id":"\u0061","method":"ping"}"#);
+        assert_eq!(
+            escaped_id.id.as_ref().map(RequestId::as_json),
+            Some(r#""\u0061""#)
+        );
+        assert!(escaped_id.tree.is_none());
+        let nested_twice = single(r#"{"jsonrpc":"2.0","method":"x","params":{"a":1,"a":2}}"#);
+        assert!(nested_twice.tree.is_none());
     }
 }

@@ -15,6 +15,7 @@ mod error;
 mod members;
 mod message;
 mod named;
+mod request_id;
 mod scan;
 mod strict;
 mod tree;
@@ -22,10 +23,9 @@ mod tree;
 pub use borrowed::{BorrowedJson, BorrowedObject};
 pub use direction::Direction;
 pub use error::{codes, error_response};
-pub use members::{leading_member, locate_members};
-pub use message::{
-    peek_frame, peek_frame_within, Frame, Message, MessageKind, PeekError, RequestId,
-};
-pub use named::{peek_named_request, place, NamedRequest};
+pub use members::{leading_member, locate_members, place};
+pub use message::{peek_frame, peek_frame_within, Frame, Message, MessageKind, PeekError};
+pub use named::{peek_named_request, NamedRequest};
+pub use request_id::RequestId;
 pub use scan::{scan, ScanError, DEFAULT_MAX_JSON_DEPTH, MAX_JSON_DEPTH_CEILING};
 pub use tree::MessageTree;

@@ -1,135 +1,88 @@
 //! A request that names what it calls in `params.name` (`tools/call`,
 //! `prompts/get`), peeked once for whoever routes it by that name: the
-//! same checks and the same [`Message`] as [`peek_frame_within`], plus
-//! where the id and the name sit in the bytes, so a router can replace
-//! them in place and hand the message on without its being peeked again.
+//! same checks and the same [`Message`] as [`peek_frame_within`] (its tree
+//! included), plus where the id and the name sit in the bytes, so a router
+//! can replace them in place and hand the message on without its being
+//! parsed again.
 //!
 //! [`peek_frame_within`]: super::peek_frame_within
 
 use std::borrow::Cow;
-use std::fmt;
-use std::marker::PhantomData;
 use std::ops::Range;
 
 use bytes::Bytes;
-use serde::de::{IgnoredAny, MapAccess, Visitor};
-use serde::{Deserialize, Deserializer};
-use serde_json::value::RawValue;
 
-use super::message::{classify, Envelope};
-use super::{Message, MessageKind, RequestId};
+use super::members::{leading_member, locate_members, place_quoted};
+use super::message::peek_tree;
+use super::{BorrowedJson, Message, MessageKind};
 
 /// A single request with a `params.name`, and where its parts sit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NamedRequest {
     /// The message, as [`peek_frame_within`](super::peek_frame_within)
-    /// would have read it.
+    /// would have read it, with its tree.
     pub message: Message,
     /// Where the id's JSON text sits in the message's bytes.
     pub id_at: Range<usize>,
     /// Where the name's JSON string (quotes included) sits.
     pub name_at: Range<usize>,
-    /// The name, when it had to be unescaped; otherwise it is read from
-    /// the bytes.
-    unescaped_name: Option<String>,
 }
 
 impl NamedRequest {
-    /// The name the request calls.
+    /// The name the request calls, unescaped.
     pub fn name(&self) -> &str {
-        if let Some(name) = &self.unescaped_name {
-            return name;
-        }
-        let quoted = &self.message.bytes[self.name_at.clone()];
-        let bare = quoted
-            .get(1..quoted.len().saturating_sub(1))
-            .unwrap_or_default();
-        std::str::from_utf8(bare).unwrap_or_default()
-    }
-}
-
-/// `params` as an object (never an array), keeping only its `name`.
-struct NamedParams<'a> {
-    name: Option<&'a RawValue>,
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for NamedParams<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(NamedParamsVisitor(PhantomData))
-    }
-}
-
-struct NamedParamsVisitor<'a>(PhantomData<&'a ()>);
-
-impl<'de: 'a, 'a> Visitor<'de> for NamedParamsVisitor<'a> {
-    type Value = NamedParams<'a>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object of params")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut name = None;
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            if key == "name" {
-                if name.is_some() {
-                    return Err(serde::de::Error::duplicate_field("name"));
-                }
-                name = Some(map.next_value::<&'a RawValue>()?);
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(NamedParams { name })
+        self.message
+            .tree
+            .as_ref()
+            .and_then(|tree| tree.root().get("params")?.get("name")?.as_str())
+            .unwrap_or_default()
     }
 }
 
 /// Reads `bytes` as a request whose `params.name` is a string, checked as
 /// [`peek_frame_within`](super::peek_frame_within) checks a message
-/// (UTF-8, nesting within `max_depth`, a valid JSON-RPC request).
-/// `None` for anything else, which is left to the ordinary peek and its
-/// errors.
+/// (UTF-8, nesting within `max_depth`, a valid JSON-RPC request) and
+/// parsed into the tree its hooks read. `None` for anything else, which is
+/// left to the ordinary peek and its errors.
 pub fn peek_named_request(bytes: Bytes, max_depth: usize) -> Option<NamedRequest> {
     super::scan(&bytes, max_depth).ok()?;
-    let envelope: Envelope<'_, NamedParams<'_>> = serde_json::from_slice(&bytes).ok()?;
-    let raw_id = envelope.id?;
-    let raw_name = envelope.params.as_ref()?.name?;
-    let id = Some(RequestId::from_json(raw_id.get()));
-    // `NamedParams` reads only an object.
-    let (kind, method) = classify(&envelope.members(true), &id).ok()?;
-    if kind != MessageKind::Request {
+    let message = peek_tree(&bytes)?;
+    if message.kind != MessageKind::Request {
         return None;
     }
-    let quoted = raw_name.get();
-    if !quoted.starts_with('"') {
-        return None;
-    }
-    let unescaped_name = if quoted.contains('\\') {
-        Some(serde_json::from_str::<String>(quoted).ok()?)
-    } else {
-        None
-    };
-    let id_at = place(&bytes, raw_id.get())?;
-    let name_at = place(&bytes, raw_name.get())?;
+    let root = message.tree.as_ref()?.root();
+    let params = root.get("params")?;
+    // The tree refused a key given twice, so the walk may stop at the
+    // first `id`; a member before it with an escaped name stops it short,
+    // and the request is then left to the ordinary peek.
+    let id_at = value_at(&bytes, root.get("id")?, |bytes| leading_member(bytes, "id"))?;
+    let name = params.get("name").filter(|name| name.as_str().is_some())?;
+    let name_at = value_at(&bytes, name, |bytes| {
+        let [params] = locate_members(bytes, ["params"])?;
+        let params = params?;
+        let [name] = locate_members(bytes.get(params.clone())?, ["name"])?;
+        let name = name?;
+        Some(params.start + name.start..params.start + name.end)
+    })?;
     Some(NamedRequest {
-        message: Message {
-            bytes: bytes.clone(),
-            kind,
-            id,
-            method,
-        },
+        message,
         id_at,
         name_at,
-        unescaped_name,
     })
 }
 
-/// Where `part`, a string borrowed from `whole` (by a borrowing
-/// deserializer), sits in it.
-pub fn place(whole: &[u8], part: &str) -> Option<Range<usize>> {
-    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
-    let end = start + part.len();
-    (whole.get(start..end)? == part.as_bytes()).then_some(start..end)
+/// Where `value`, read from `bytes`, sits in them: found from the string
+/// itself when the tree borrowed it (quotes included), else by `locate`,
+/// which walks the members to it.
+fn value_at(
+    bytes: &[u8],
+    value: &BorrowedJson<'_>,
+    locate: impl FnOnce(&[u8]) -> Option<Range<usize>>,
+) -> Option<Range<usize>> {
+    match value {
+        BorrowedJson::String(Cow::Borrowed(text)) => place_quoted(bytes, text),
+        _ => locate(bytes),
+    }
 }
 
 #[cfg(test)]
@@ -166,7 +119,9 @@ mod tests {
         let named = peek(text).unwrap();
         assert_eq!(named.name(), "b_x");
         assert_eq!(&text[named.name_at], r#""b\u005fx""#);
+        assert_eq!(&text[named.id_at], r#""a""#);
         assert_eq!(named.message.method(), "prompts/get");
+        assert!(named.message.tree.is_some());
     }
 
     #[test]

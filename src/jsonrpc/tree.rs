@@ -31,6 +31,10 @@ self_cell::self_cell!(
 #[derive(Debug)]
 pub struct MessageTree {
     parsed: Parsed,
+    /// The bytes sent, when they are not the bytes parsed: a router
+    /// replaced members in their text and in the tree alike
+    /// ([`Self::spliced`]).
+    spliced: Option<Bytes>,
     value: OnceLock<Value>,
 }
 
@@ -41,8 +45,19 @@ impl MessageTree {
         let parsed = Parsed::try_new(bytes, |bytes| BorrowedJson::parse_scanned(bytes))?;
         Ok(Self {
             parsed,
+            spliced: None,
             value: OnceLock::new(),
         })
+    }
+
+    /// Makes this the message as a router sends it on, with some members
+    /// replaced: `bytes` is its text with those members' text replaced,
+    /// and `edit` makes the same change to the tree, so the message need
+    /// not be parsed again. The caller keeps the two in step.
+    pub fn splice(&mut self, bytes: Bytes, edit: impl FnOnce(&mut BorrowedJson<'_>)) {
+        self.parsed.with_dependent_mut(|_, tree| edit(tree));
+        self.spliced = Some(bytes);
+        self.value = OnceLock::new();
     }
 
     /// A rewritten message: `value` and the compact text it is sent as.
@@ -51,6 +66,7 @@ impl MessageTree {
         let parsed = Parsed::new(bytes, |_| BorrowedJson::from_value(&value));
         Self {
             parsed,
+            spliced: None,
             value: OnceLock::from(value),
         }
     }
@@ -62,7 +78,9 @@ impl MessageTree {
 
     /// The message's bytes, as it is forwarded.
     pub fn bytes(&self) -> &Bytes {
-        self.parsed.borrow_owner()
+        self.spliced
+            .as_ref()
+            .unwrap_or_else(|| self.parsed.borrow_owner())
     }
 
     /// The message as a `Value`, built on first use.

@@ -124,8 +124,11 @@ async fn parse(
     message: &Message,
     answer_to: Option<&str>,
 ) -> Result<MessageDoc, Vec<Delivery>> {
+    if let Some(tree) = &message.tree {
+        return Ok(MessageDoc::new(tree.clone()));
+    }
     match MessageTree::parse(message.bytes.clone()) {
-        Ok(tree) => Ok(MessageDoc::new(tree)),
+        Ok(tree) => Ok(MessageDoc::new(Arc::new(tree))),
         Err(err) => Err(refuse_unparsable(session, direction, message, answer_to, &err).await),
     }
 }

@@ -133,6 +133,7 @@ mod tests {
             kind: MessageKind::Request,
             id: None,
             method: Some("tools/call".into()),
+            tree: None,
         })
     }
 

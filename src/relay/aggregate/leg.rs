@@ -194,13 +194,13 @@ impl Leg {
     /// kept), already peeked, so the leg's relay does not peek it again;
     /// the answer goes straight to the agent, and so does the refusal when
     /// the leg is gone.
-    pub(super) async fn forward_call(&self, call: NamedCall, name: &str) {
+    pub(super) async fn forward_call(&self, call: NamedCall, server_name: &str) {
         let NamedCall {
             id: agent_id,
             request,
             ..
         } = call;
-        let Ok(name) = serde_json::to_string(name) else {
+        let Ok(name) = serde_json::to_string(server_name) else {
             return self.answers.unavailable(&agent_id).await;
         };
         if self.gone.is_cancelled() {
@@ -216,18 +216,24 @@ impl Leg {
         let id_edit = renumbered
             .as_ref()
             .map(|leg_id| (request.id_at, leg_id.as_json().as_bytes()));
+        let renamed = name_edit.is_some().then_some(server_name);
         let bytes = match (name_edit, id_edit) {
             // Under the agent's id and name, the call goes as the agent wrote it.
             (None, None) => original.clone(),
             (Some(edit), None) | (None, Some(edit)) => splice::splice(original, &mut [edit]),
             (Some(name), Some(id)) => splice::splice(original, &mut [name, id]),
         };
+        let tree = request
+            .message
+            .tree
+            .and_then(|tree| splice::spliced_tree(tree, &bytes, renamed, renumbered.as_ref()));
         let leg_id = renumbered.unwrap_or(agent_id);
         let message = Message {
             bytes,
             kind: MessageKind::Request,
             id: Some(leg_id.clone()),
             method: request.message.method,
+            tree,
         };
         if self.to_leg.send_now(Box::new(message)).await.is_err() {
             if let Some(taken) = self.answers.pending.take(leg_id.as_json()) {

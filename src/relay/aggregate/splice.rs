@@ -8,11 +8,17 @@
 //! id, a name that is not a plain string) goes the way of every other
 //! message, through a parsed tree.
 
+use std::borrow::Cow;
 use std::ops::Range;
+use std::str::FromStr;
+use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::Number;
 
-use crate::jsonrpc::{locate_members, peek_named_request, NamedRequest, RequestId};
+use crate::jsonrpc::{
+    locate_members, peek_named_request, BorrowedJson, MessageTree, NamedRequest, RequestId,
+};
 
 /// A `tools/call` or `prompts/get` from the agent, peeked once: by the
 /// router to route it, and for the relay session it goes on to.
@@ -85,6 +91,48 @@ pub(super) fn splice(bytes: &[u8], edits: &mut [(Range<usize>, &[u8])]) -> Bytes
     out.freeze()
 }
 
+/// The tree of a call spliced into `bytes`, `name` and `id` being what
+/// was spliced in (each `None` when kept): the agent's tree with the same
+/// members changed, so the leg's hooks read the call as it is sent
+/// without parsing it again. `None` (the leg then parses it) when the
+/// tree is shared or an id cannot be spelled as a tree value.
+pub(super) fn spliced_tree(
+    mut tree: Arc<MessageTree>,
+    bytes: &Bytes,
+    name: Option<&str>,
+    id: Option<&RequestId>,
+) -> Option<Arc<MessageTree>> {
+    if name.is_none() && id.is_none() {
+        return Some(tree);
+    }
+    let id = match id {
+        Some(id) => Some(id_value(id)?),
+        None => None,
+    };
+    Arc::get_mut(&mut tree)?.splice(bytes.clone(), |root| {
+        if let Some(name) = name {
+            if let Some(slot) = root.get_mut("params").and_then(|p| p.get_mut("name")) {
+                *slot = BorrowedJson::String(Cow::Owned(name.to_owned()));
+            }
+        }
+        if let (Some(id), Some(slot)) = (id, root.get_mut("id")) {
+            *slot = id;
+        }
+    });
+    Some(tree)
+}
+
+/// An id as a tree value: an integer, or a string with nothing escaped
+/// (as the router spells the ids it gives).
+fn id_value(id: &RequestId) -> Option<BorrowedJson<'static>> {
+    let text = id.as_json();
+    if let Some(quoted) = text.strip_prefix('"') {
+        let inner = quoted.strip_suffix('"')?;
+        return (!inner.contains('\\')).then(|| BorrowedJson::String(Cow::Owned(inner.to_owned())));
+    }
+    Number::from_str(text).ok().map(BorrowedJson::Number)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +167,43 @@ mod tests {
             &spliced[..],
             br#"{"params":{"name":"echo","arguments":{}},"method":"tools/call","id":12,"jsonrpc":"2.0"}"#
         );
+    }
+
+    #[test]
+    fn a_spliced_call_keeps_a_tree_that_reads_as_its_new_bytes() {
+        let text = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"b__echo","arguments":{"x":"y"}}}"#;
+        for (new_id, renamed) in [
+            ("\"r:1\"", Some("echo")),
+            ("12", None),
+            ("7", Some("e\"cho")),
+        ] {
+            let call = peek(text).unwrap();
+            let new_id = RequestId::from_json(new_id);
+            let quoted = serde_json::to_string(renamed.unwrap_or("b__echo")).unwrap();
+            let bytes = splice(
+                text,
+                &mut [
+                    (call.request.name_at.clone(), quoted.as_bytes()),
+                    (call.request.id_at.clone(), new_id.as_json().as_bytes()),
+                ],
+            );
+            let tree = call.request.message.tree.unwrap();
+            let tree = spliced_tree(tree, &bytes, renamed, Some(&new_id)).unwrap();
+            assert_eq!(tree.bytes(), &bytes);
+            let reparsed = MessageTree::parse(bytes.clone()).unwrap();
+            assert_eq!(tree.root(), reparsed.root());
+            assert_eq!(tree.value(), reparsed.value());
+        }
+    }
+
+    #[test]
+    fn a_call_sent_as_it_came_keeps_its_own_tree() {
+        let text = br#"{"jsonrpc":"2.0","id":"a","method":"prompts/get","params":{"name":"p"}}"#;
+        let call = peek(text).unwrap();
+        let tree = call.request.message.tree.unwrap();
+        let bytes = Bytes::copy_from_slice(text);
+        let kept = spliced_tree(tree.clone(), &bytes, None, None).unwrap();
+        assert!(Arc::ptr_eq(&kept, &tree));
     }
 
     #[test]
