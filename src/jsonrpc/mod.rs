@@ -4,10 +4,11 @@
 //!
 //! The proxy never re-serializes a message it lets through unchanged; the
 //! peek only tells the relay where a message belongs. Before the peek, one
-//! pass (`scan`) checks UTF-8 and nesting depth; the tree hooks read
-//! ([`MessageTree`], borrowed from the message's bytes) refuses duplicate
-//! keys, as does the `Value` a message is parsed into where one is needed
-//! (`strict`).
+//! pass (`scan`) checks UTF-8 and nesting depth. The peek reads a message
+//! from the tree its hooks read ([`MessageTree`], borrowed from the
+//! message's bytes), which then goes with it, so a governed message is
+//! parsed once; that tree refuses duplicate keys, as does the `Value` a
+//! message is parsed into where one is needed (`strict`).
 
 pub mod borrowed;
 mod direction;

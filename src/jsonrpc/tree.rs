@@ -33,7 +33,7 @@ pub struct MessageTree {
     parsed: Parsed,
     /// The bytes sent, when they are not the bytes parsed: a router
     /// replaced members in their text and in the tree alike
-    /// ([`Self::spliced`]).
+    /// ([`Self::splice`]).
     spliced: Option<Bytes>,
     value: OnceLock<Value>,
 }
