@@ -563,4 +563,88 @@ mod tests {
         let nested_twice = single(r#"{"jsonrpc":"2.0","method":"x","params":{"a":1,"a":2}}"#);
         assert!(nested_twice.tree.is_none());
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// One member's text, or `None` for absent: valid spellings,
+        /// escaped ones and wrong types alike.
+        fn member(name: &'static str, values: &[&'static str]) -> BoxedStrategy<Option<String>> {
+            let spelled: Vec<Option<String>> = std::iter::once(None)
+                .chain(
+                    values
+                        .iter()
+                        .map(|value| Some(format!("\"{name}\":{value}"))),
+                )
+                .collect();
+            prop::sample::select(spelled).boxed()
+        }
+
+        /// Envelopes of every shape the peek meets, members in any order.
+        fn envelope() -> impl Strategy<Value = String> {
+            let members = (
+                member(
+                    "jsonrpc",
+                    &[r#""2.0""#, r#""\u0032.0""#, r#""1.0""#, "null", "2"],
+                ),
+                member(
+                    "id",
+                    &[
+                        "7",
+                        "-3",
+                        r#""a""#,
+                        r#""\u0061""#,
+                        r#""x\"y""#,
+                        "null",
+                        "1.5",
+                        "1e2",
+                        "true",
+                        "{}",
+                    ],
+                ),
+                member(
+                    "method",
+                    &[r#""tools/call""#, r#""tools\/call""#, r#""x""#, "5", "null"],
+                ),
+                member(
+                    "params",
+                    &[
+                        "{}",
+                        "[]",
+                        r#"{"a":1}"#,
+                        r#"{"a":1,"a":2}"#,
+                        "null",
+                        r#""p""#,
+                    ],
+                ),
+                member("result", &["{}", "null", "3", r#"{"b":[1,{"c":null}]}"#]),
+                member("error", &[r#"{"code":1,"message":"m"}"#, "null"]),
+                member("extra", &["[1,2]", r#""\ud83d\ude00""#]),
+                member("id", &["8"]),
+            );
+            members
+                .prop_map(|(a, b, c, d, e, f, g, h)| {
+                    [a, b, c, d, e, f, g, h]
+                        .into_iter()
+                        .flatten()
+                        .collect::<Vec<_>>()
+                })
+                .prop_shuffle()
+                .prop_map(|members| format!("{{{}}}", members.join(",")))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2048))]
+
+            /// Reading a message from its tree never changes what the
+            /// peek answers, for a valid message or a refused one.
+            #[test]
+            fn the_tree_reads_any_envelope_as_the_envelope_peek_does(text in envelope()) {
+                let bytes = Bytes::from(text.clone());
+                prop_assert_eq!(peek_message(bytes.clone()), peek_envelope(bytes), "{}", text);
+            }
+        }
+    }
 }
