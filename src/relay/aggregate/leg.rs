@@ -189,9 +189,10 @@ impl Leg {
         Ok(receiver)
     }
 
-    /// Sends the agent's routed `call` with the server's `name` for what
-    /// it calls spliced in (and a fresh id, when the agent's cannot be
-    /// kept), already peeked, so the leg's relay does not peek it again;
+    /// Sends the agent's routed `call` with `server_name` (the name the
+    /// server knows) for what it calls spliced in (and a fresh id, when the
+    /// agent's cannot be kept), already peeked and parsed, its tree changed
+    /// as its bytes are, so the leg's relay reads it neither way again;
     /// the answer goes straight to the agent, and so does the refusal when
     /// the leg is gone.
     pub(super) async fn forward_call(&self, call: NamedCall, server_name: &str) {
