@@ -5,6 +5,7 @@
 //! `time` formatter walked its format description and allocated for each
 //! component, which showed in profiles of the per-call cost.
 
+use std::cell::Cell;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Length of `YYYY-MM-DDTHH:MM:SS.mmmZ`.
@@ -108,11 +109,32 @@ impl From<String> for HookTime {
 
 /// Formats `unix_secs` seconds and `millis` milliseconds after the epoch.
 fn format_millis(unix_secs: u64, millis: u32) -> [u8; LEN] {
-    let days = unix_secs / 86_400;
-    let of_day = unix_secs % 86_400;
-    let Some((year, month, day)) = civil_from_days(days) else {
+    let Some(mut out) = SECOND.with(|last| match last.get() {
+        Some((secs, spelled)) if secs == unix_secs => Some(spelled),
+        _ => {
+            let spelled = format_second(unix_secs)?;
+            last.set(Some((unix_secs, spelled)));
+            Some(spelled)
+        }
+    }) else {
         return Stamp::fallback().0;
     };
+    put(&mut out[20..23], millis.min(999));
+    out
+}
+
+thread_local! {
+    /// The last second this thread spelled: a call stamps four hooks and
+    /// four entries, and between them mostly only the milliseconds change.
+    static SECOND: Cell<Option<(u64, [u8; LEN])>> = const { Cell::new(None) };
+}
+
+/// `unix_secs` spelled to the second, its milliseconds left as `000`;
+/// `None` past year 9999.
+fn format_second(unix_secs: u64) -> Option<[u8; LEN]> {
+    let days = unix_secs / 86_400;
+    let of_day = unix_secs % 86_400;
+    let (year, month, day) = civil_from_days(days)?;
     let mut out = [0u8; LEN];
     put(&mut out[0..4], year);
     out[4] = b'-';
@@ -126,9 +148,9 @@ fn format_millis(unix_secs: u64, millis: u32) -> [u8; LEN] {
     out[16] = b':';
     put(&mut out[17..19], (of_day % 60) as u32);
     out[19] = b'.';
-    put(&mut out[20..23], millis.min(999));
+    put(&mut out[20..23], 0);
     out[23] = b'Z';
-    out
+    Some(out)
 }
 
 /// Writes `value` as exactly `out.len()` decimal digits, zero-padded.
@@ -202,6 +224,25 @@ mod tests {
         let ts = now_rfc3339();
         assert_eq!(ts.len(), LEN, "{ts}");
         assert!(OffsetDateTime::parse(&ts, &time::format_description::well_known::Rfc3339).is_ok());
+    }
+
+    #[test]
+    fn the_same_second_again_keeps_its_spelling_and_changes_its_milliseconds() {
+        let second = 1_764_979_200; // 2025-12-06T00:00:00
+        for (secs, millis) in [
+            (second, 5),
+            (second, 999),
+            (second + 1, 0),
+            (second, 42),
+            (second + 86_399, 1),
+            (second + 86_399, 998),
+        ] {
+            assert_eq!(
+                Stamp(format_millis(secs, millis)).as_str(),
+                reference(secs as i64, millis),
+                "{secs} {millis}"
+            );
+        }
     }
 
     #[test]
