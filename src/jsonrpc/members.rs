@@ -140,7 +140,7 @@ fn only_whitespace_after(bytes: &[u8], at: usize) -> bool {
 
 /// Where `part`, a string borrowed from `whole` (by a borrowing
 /// deserializer), sits in it.
-pub fn place(whole: &[u8], part: &str) -> Option<Range<usize>> {
+fn place(whole: &[u8], part: &str) -> Option<Range<usize>> {
     let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
     let end = start + part.len();
     (whole.get(start..end)? == part.as_bytes()).then_some(start..end)

@@ -24,7 +24,7 @@ mod tree;
 pub use borrowed::{BorrowedJson, BorrowedObject};
 pub use direction::Direction;
 pub use error::{codes, error_response};
-pub use members::{leading_member, locate_members, place};
+pub use members::{leading_member, locate_members};
 pub use message::{peek_frame, peek_frame_within, Frame, Message, MessageKind, PeekError};
 pub use named::{peek_named_request, NamedRequest};
 pub use request_id::RequestId;
