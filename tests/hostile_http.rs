@@ -10,9 +10,9 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{json, Value};
 use support::mcp_http::{client, json_body, McpHttp, ACCEPT_BOTH};
-use support::{edge_entries, listen_section, tool_call, NetProxy, Scratch};
+use support::{edge_entries_once, listen_section, tool_call, NetProxy, Scratch};
 
 fn start(scratch: &Scratch, listen_extra: &str, extra: &str) -> NetProxy {
     let config = scratch.demo_config(&format!(
@@ -179,20 +179,28 @@ async fn malformed_bodies_get_their_error_while_another_session_goes_on() {
         .any(|l| l.contains("get-env") || l.contains("\"id\":\"i\"")));
 
     // Every refusal at the HTTP layer is in the edge chain, with the body's digest.
-    let edge = edge_entries(&scratch);
-    for (status, reason) in [
+    let refusals = [
         ("400", "not valid UTF-8"),
         ("400", "max_json_depth"),
         ("413", "65536-byte limit"),
         ("400", "JSON-RPC batch"),
         ("415", "application/json"),
         ("400", "MCP-Protocol-Version"),
-    ] {
-        assert!(
-            edge.iter().any(|e| e["detail"]
+    ];
+    let recorded = |edge: &[Value], status: &str, reason: &str| {
+        edge.iter().any(|e| {
+            e["detail"]
                 .as_str()
                 .is_some_and(|d| d.starts_with(&format!("HTTP {status} POST route demo")))
-                && e["reasoning"].as_str().is_some_and(|r| r.contains(reason))),
+                && e["reasoning"].as_str().is_some_and(|r| r.contains(reason))
+        })
+    };
+    let edge = edge_entries_once(&scratch, |edge| {
+        refusals.iter().all(|(s, r)| recorded(edge, s, r))
+    });
+    for (status, reason) in refusals {
+        assert!(
+            recorded(&edge, status, reason),
             "no edge entry for {status} {reason}: {edge:#?}"
         );
     }
@@ -269,12 +277,20 @@ async fn sessions_belong_to_the_principal_that_opened_them() {
     assert_eq!(reply["result"]["content"][0]["text"], "mine");
     assert!(!scratch.server_lines().iter().any(|l| l.contains("hijack")));
 
-    let edge = edge_entries(&scratch);
-    for status in ["404 POST", "404 GET", "404 DELETE", "401 POST", "403 POST"] {
-        assert!(
-            edge.iter().any(|e| e["detail"]
+    let refusals = ["404 POST", "404 GET", "404 DELETE", "401 POST", "403 POST"];
+    let recorded = |edge: &[Value], status: &str| {
+        edge.iter().any(|e| {
+            e["detail"]
                 .as_str()
-                .is_some_and(|d| d.starts_with(&format!("HTTP {status}")))),
+                .is_some_and(|d| d.starts_with(&format!("HTTP {status}")))
+        })
+    };
+    let edge = edge_entries_once(&scratch, |edge| {
+        refusals.iter().all(|status| recorded(edge, status))
+    });
+    for status in refusals {
+        assert!(
+            recorded(&edge, status),
             "no edge entry for {status}: {edge:#?}"
         );
     }

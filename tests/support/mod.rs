@@ -661,6 +661,20 @@ pub fn edge_entries(scratch: &Scratch) -> Vec<Value> {
         .collect()
 }
 
+/// [`edge_entries`] once `done` holds for them. A refusal is recorded
+/// after its response is sent (recording never holds a response back), so
+/// a test that reads the edge chain while the proxy runs waits for it.
+pub fn edge_entries_once(scratch: &Scratch, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let entries = edge_entries(scratch);
+        if done(&entries) || Instant::now() >= deadline {
+            return entries;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// An MCP client over Streamable HTTP for the downstream tests: raw
 /// requests with the session headers, and an incremental SSE reader.
 pub mod mcp_http {
