@@ -24,8 +24,7 @@ use crate::enforce::integrity::SessionView;
 use crate::guardian::Decided;
 use crate::guardian::{Guardian, Negotiated};
 use crate::hooks::agbom::{Inventory, ListKind};
-use crate::hooks::{HookRequest, Identity, Metadata, ParamsHead, VirtualRoute};
-use crate::jcs::HexDigest;
+use crate::hooks::{HookRequest, Identity, Metadata, ParamsDigester, RequestDigest, VirtualRoute};
 use crate::jsonrpc::RequestId;
 use crate::limits::{LimitExceeded, RequestBudget};
 use crate::policy::limit::Admitted;
@@ -298,9 +297,9 @@ pub struct Session {
     pub config: Arc<Config>,
     /// The session's id, also the audit chain's.
     pub session_id: Uuid,
-    metadata: OnceLock<Metadata>,
-    /// The hashed head of every hook's `params`, made from `metadata`.
-    params_head: OnceLock<ParamsHead>,
+    /// The envelope metadata, and the part of every hook's `request_hash`
+    /// it makes, hashed once.
+    params: OnceLock<Arc<ParamsDigester>>,
     negotiated: OnceLock<Negotiated>,
     /// Who decides.
     pub guardian: Arc<dyn Guardian>,
@@ -365,8 +364,7 @@ impl Session {
             client_address: None,
             config,
             session_id,
-            metadata: OnceLock::new(),
-            params_head: OnceLock::new(),
+            params: OnceLock::new(),
             negotiated: OnceLock::new(),
             guardian,
             audit,
@@ -441,30 +439,35 @@ impl Session {
 
     /// Fixes the envelope metadata (once, when the first message is read).
     pub fn set_metadata(&self, metadata: Metadata) {
-        let _ = self.metadata.set(metadata);
+        let _ = self.params.set(Arc::new(ParamsDigester::new(metadata)));
     }
 
-    /// The §8.1 `request_hash` of `hook` in this session: the part of its
-    /// `params` every hook shares (the metadata) is hashed once per
-    /// session, not once per hook.
-    pub fn request_hash(&self, hook: &HookRequest) -> HexDigest {
-        let metadata = self.metadata();
-        let head = self.params_head.get_or_init(|| ParamsHead::new(metadata));
-        hook.params_digest_after(head, metadata)
+    /// The §8.1 `request_hash` of `hook` in this session, for its audit
+    /// entry: taken when the entry is linked (see [`ParamsDigester`]). The
+    /// part of its `params` every hook shares (the metadata) is hashed once
+    /// per session, not once per hook.
+    pub fn request_digest(&self, hook: &HookRequest) -> RequestDigest {
+        self.params().digest_later(hook)
     }
 
     /// The envelope metadata.
     pub fn metadata(&self) -> &Metadata {
-        self.metadata.get_or_init(|| Metadata {
-            agent_id: self
-                .config
-                .hooks
-                .agent_id
-                .clone()
-                .unwrap_or_else(|| "unknown-agent".into()),
-            session_id: self.session_id,
-            environment: self.config.hooks.environment.clone(),
-            user: self.identity.clone(),
+        self.params().metadata()
+    }
+
+    fn params(&self) -> &Arc<ParamsDigester> {
+        self.params.get_or_init(|| {
+            Arc::new(ParamsDigester::new(Metadata {
+                agent_id: self
+                    .config
+                    .hooks
+                    .agent_id
+                    .clone()
+                    .unwrap_or_else(|| "unknown-agent".into()),
+                session_id: self.session_id,
+                environment: self.config.hooks.environment.clone(),
+                user: self.identity.clone(),
+            }))
         })
     }
 

@@ -19,7 +19,7 @@ use super::monitored::Monitored;
 use super::AuditError;
 use crate::enforce::Action;
 use crate::guardian::DecisionSource;
-use crate::hooks::Identity;
+use crate::hooks::{Identity, RequestDigest};
 use crate::jcs::HexDigest;
 use crate::session::Direction;
 
@@ -51,7 +51,7 @@ use crate::session::Direction;
 pub struct AuditRecord {
     step_id: StepId,
     step_type: Cow<'static, str>,
-    request_hash: Option<HexDigest>,
+    request_hash: Option<RequestDigest>,
     decision: Option<Cow<'static, str>>,
     decision_source: Option<DecisionSource>,
     reasoning: Option<String>,
@@ -132,8 +132,14 @@ impl AuditRecord {
     }
 
     /// Sets `request_hash`, normally from [`super::request_hash`].
-    pub fn request_hash(mut self: Box<Self>, hash: HexDigest) -> Box<Self> {
-        self.request_hash = Some(hash);
+    pub fn request_hash(self: Box<Self>, hash: HexDigest) -> Box<Self> {
+        self.request_digest(RequestDigest::Known(hash))
+    }
+
+    /// Sets `request_hash` to a digest that may be taken only when the
+    /// entry is linked (see [`RequestDigest`]).
+    pub fn request_digest(mut self: Box<Self>, digest: RequestDigest) -> Box<Self> {
+        self.request_hash = Some(digest);
         self
     }
 
@@ -286,10 +292,12 @@ impl AuditRecord {
     ) -> Result<HexDigest, AuditError> {
         let mut step_id = Uuid::encode_buffer();
         let mut entry_id = itoa::Buffer::new();
+        let request_hash = self.request_hash.as_ref().map(RequestDigest::digest);
         let content = self.content(
             position,
             self.step_id_str(&mut step_id),
             entry_id.format(position.entry_id),
+            request_hash.as_ref(),
         );
         hashed_line_into(&content, position.previous_hash, out)
     }
@@ -301,13 +309,14 @@ impl AuditRecord {
         }
     }
 
-    /// The record's members at `position`, with its `step_id` and
-    /// `entry_id` spelled by the caller.
+    /// The record's members at `position`, with its `step_id`, `entry_id`
+    /// and `request_hash` spelled by the caller.
     fn content<'a>(
         &'a self,
         position: Position<'a>,
         step_id: &'a str,
         entry_id: &'a str,
+        request_hash: Option<&'a HexDigest>,
     ) -> Content<'a> {
         let caller = self.caller.as_deref();
         Content {
@@ -316,7 +325,7 @@ impl AuditRecord {
             step_type: &self.step_type,
             session_id: position.session_id,
             timestamp: position.timestamp,
-            request_hash: self.request_hash.as_ref().map(HexDigest::as_str),
+            request_hash: request_hash.map(HexDigest::as_str),
             decision: self.decision.as_deref(),
             decision_source: self.decision_source,
             reasoning: self.reasoning.as_deref(),
@@ -359,7 +368,13 @@ impl AuditRecord {
         };
         let mut step_id = Uuid::encode_buffer();
         let entry_id = entry_id.to_string();
-        let content = self.content(position, self.step_id_str(&mut step_id), &entry_id);
+        let request_hash = self.request_hash.as_ref().map(RequestDigest::digest);
+        let content = self.content(
+            position,
+            self.step_id_str(&mut step_id),
+            &entry_id,
+            request_hash.as_ref(),
+        );
         let owned = |text: Option<&str>| text.map(str::to_owned);
         ContextEntry {
             entry_id: content.entry_id.to_owned(),

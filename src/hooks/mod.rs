@@ -19,6 +19,7 @@ pub mod lifecycle;
 pub mod mcp;
 mod payload;
 mod pointer;
+mod request_digest;
 pub mod tool_call;
 
 pub use clock::{now_rfc3339, HookTime, Stamp};
@@ -27,6 +28,7 @@ pub use envelope::{HookMethod, HookRequest, Metadata, ParamsHead, ACS_VERSION, P
 pub use identity::{Identity, IdentityDescriptor};
 pub use payload::{HookPayload, ToolStep};
 pub use pointer::{Found, PointerToken};
+pub use request_digest::{ParamsDigester, RequestDigest};
 
 /// `steps/sessionStart`.
 pub const SESSION_START: &str = "steps/sessionStart";

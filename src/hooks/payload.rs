@@ -70,6 +70,19 @@ impl HookPayload {
         }
     }
 
+    /// The length of the MCP message the payload is read from; `None` for
+    /// a tree the proxy built.
+    pub fn message_len(&self) -> Option<usize> {
+        match self {
+            Self::Tree(_) => None,
+            Self::Message(message) => Some(message.bytes().len()),
+            Self::Step(step) => Some(match &step.step {
+                Step::Request(request) => request.message_len(),
+                Step::Result(result) => result.message_len(),
+            }),
+        }
+    }
+
     /// Writes the payload's canonical (RFC 8785) form.
     pub fn write_canonical<S: Sink>(&self, sink: &mut S) -> Result<(), JcsError> {
         match self {

@@ -42,6 +42,11 @@ impl ToolCallRequest {
         })
     }
 
+    /// The length of the message it is read from.
+    pub(super) fn message_len(&self) -> usize {
+        self.message.bytes().len()
+    }
+
     /// `tool.name`.
     pub fn name(&self) -> &str {
         self.message
@@ -172,6 +177,11 @@ impl ToolCallResult {
             request_ref,
             duration_ms,
         }
+    }
+
+    /// The length of the response it is read from.
+    pub(super) fn message_len(&self) -> usize {
+        self.response.bytes().len()
     }
 
     /// Each output with where it came from, in payload order.

@@ -422,7 +422,7 @@ pub async fn record_hook(
 ) -> Result<Recorded, AuditError> {
     let decision = &decided.decision;
     let mut record = AuditRecord::for_hook(hook.request_id, hook.method.to_cow())
-        .request_hash(session.request_hash(hook))
+        .request_digest(session.request_digest(hook))
         .decision(decision.decision.as_str())
         .decision_source(decided.source)
         .reason_codes(decision.reason_codes.clone());
