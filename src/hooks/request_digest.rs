@@ -30,8 +30,10 @@ use crate::telemetry::Trace;
 pub const DEFER_AT_MOST: usize = 8 * 1024;
 
 /// The most hooks whose digests wait at once, in the whole process: four
-/// hooks per call, so 64 calls' worth.
-pub const WAITING_AT_MOST: usize = 256;
+/// hooks per call, so eight calls' worth. A call that comes alone (the
+/// case waiting shortens) needs four; more waiting means the writer is
+/// behind, where waiting saves nothing and holds memory.
+pub const WAITING_AT_MOST: usize = 32;
 
 /// The process's count of waiting digests.
 static WAITING: Waiting = Waiting::new(WAITING_AT_MOST);
