@@ -634,11 +634,16 @@ pub fn audit_chains_once(
     scratch: &Scratch,
     done: impl Fn(&[(String, bool)]) -> bool,
 ) -> Vec<(String, bool)> {
+    read_until(|| audit_chains(scratch), |chains| done(chains))
+}
+
+/// What `read` gives once `done` holds for it, or after [`WAIT`].
+fn read_until<T>(read: impl Fn() -> T, done: impl Fn(&T) -> bool) -> T {
     let deadline = Instant::now() + WAIT;
     loop {
-        let chains = audit_chains(scratch);
-        if done(&chains) || Instant::now() >= deadline {
-            return chains;
+        let value = read();
+        if done(&value) || Instant::now() >= deadline {
+            return value;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -665,14 +670,7 @@ pub fn edge_entries(scratch: &Scratch) -> Vec<Value> {
 /// after its response is sent (recording never holds a response back), so
 /// a test that reads the edge chain while the proxy runs waits for it.
 pub fn edge_entries_once(scratch: &Scratch, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let entries = edge_entries(scratch);
-        if done(&entries) || Instant::now() >= deadline {
-            return entries;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    read_until(|| edge_entries(scratch), |entries| done(entries))
 }
 
 /// An MCP client over Streamable HTTP for the downstream tests: raw
