@@ -443,9 +443,10 @@ impl Session {
     }
 
     /// The §8.1 `request_hash` of `hook` in this session, for its audit
-    /// entry: taken when the entry is linked (see [`ParamsDigester`]). The
-    /// part of its `params` every hook shares (the metadata) is hashed once
-    /// per session, not once per hook.
+    /// entry: taken when the entry is linked, or now when it may not wait
+    /// (see [`ParamsDigester::digest_later`]). The part of its `params`
+    /// every hook shares (the metadata) is hashed once per session, not
+    /// once per hook.
     pub fn request_digest(&self, hook: &HookRequest) -> RequestDigest {
         self.params().digest_later(hook)
     }

@@ -5,9 +5,10 @@
 //! the entry is hashed before its message moves, as the appender waits for
 //! the disk anyway. With `Batch` and `Never` an entry is acknowledged once
 //! queued, so the appender only numbers it and the writer links it later,
-//! off the message's path, taking the hook's `request_hash` then too
-//! (see [`crate::hooks::RequestDigest`]). Either way one `Link` per session holds the
-//! hashed head and the tip on disk, so the two orders cannot disagree.
+//! off the message's path, taking the hook's `request_hash` then too (see
+//! [`crate::hooks::RequestDigest`]). Either way one `Link` per session
+//! holds the hashed head and the tip on disk, so the two orders cannot
+//! disagree.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
