@@ -178,12 +178,6 @@ impl Clone for RequestDigest {
     }
 }
 
-impl From<HexDigest> for RequestDigest {
-    fn from(digest: HexDigest) -> Self {
-        Self::Known(digest)
-    }
-}
-
 /// Two digests are equal when their values are, taken or not.
 impl PartialEq for RequestDigest {
     fn eq(&self, other: &Self) -> bool {
