@@ -91,7 +91,7 @@ pub async fn run_shared<S>(
 /// started; a message decided at once while nothing waits for release is
 /// handed to its writers here, any other queued for the releaser, which
 /// writes them in the order they were taken.
-struct Intake<F> {
+struct Intake<D: Decider> {
     session: Arc<Session>,
     direction: Direction,
     release: ReleaseQueue,
@@ -100,16 +100,41 @@ struct Intake<F> {
     /// decision's future is several kilobytes, and allocating one per
     /// message (from the allocator's slow path for blocks that size) cost
     /// more than most of what it decides.
-    spare: Option<Pin<Box<F>>>,
-    /// [`decide`], as a function pointer, so `F` names its future.
-    decide: fn(Undecided) -> F,
+    spare: Option<Pin<Box<D::Future>>>,
+    /// [`decide`]: called directly, not through a pointer, so a new
+    /// decision's future is built where it is stored (see [`Decider`]).
+    decide: D,
+}
+
+/// What starts a frame's decision: [`decide`], through a type that names
+/// its future, which an `async fn`'s own type cannot.
+///
+/// A decision's future is several kilobytes, of which a new one fills a
+/// few hundred bytes. Called through a function pointer it was built on
+/// the stack and copied whole into its box, twice for a new box; called
+/// directly the compiler stores only the bytes it fills.
+trait Decider {
+    /// The future of one decision.
+    type Future: Future<Output = ()> + Send + 'static;
+
+    /// Starts deciding `undecided`.
+    fn start(&self, undecided: Undecided) -> Self::Future;
+}
+
+impl<D, F> Decider for D
+where
+    D: Fn(Undecided) -> F,
+    F: Future<Output = ()> + Send + 'static,
+{
+    type Future = F;
+
+    fn start(&self, undecided: Undecided) -> F {
+        self(undecided)
+    }
 }
 
 /// The intake of `session`'s `direction`, with its releaser running.
-fn intake(
-    session: Arc<Session>,
-    direction: Direction,
-) -> Intake<impl Future<Output = ()> + Send + 'static> {
+fn intake(session: Arc<Session>, direction: Direction) -> Intake<impl Decider> {
     let (release, releaser) = ReleaseQueue::start(
         session.config.limits.max_in_flight,
         session.writers.clone(),
@@ -125,10 +150,7 @@ fn intake(
     }
 }
 
-impl<F> Intake<F>
-where
-    F: Future<Output = ()> + Send + 'static,
-{
+impl<D: Decider> Intake<D> {
     /// Takes one frame read from the peer; `false` once the pump should
     /// stop (the peer failed, or the release queue is gone).
     async fn take(&mut self, item: std::io::Result<LineFrame>) -> bool {
@@ -229,19 +251,21 @@ where
         carrier: Option<Carrier>,
     ) -> oneshot::Receiver<Outcome> {
         let (slot, rx) = oneshot::channel();
-        let future = (self.decide)(Undecided {
+        let undecided = Undecided {
             session: self.session.clone(),
             direction: self.direction,
             frame,
             carrier,
             slot,
-        });
+        };
+        // Built inside the call that stores it rather than in a local
+        // first: a local would be copied whole into the box.
         let mut decision = match self.spare.take() {
             Some(mut completed) => {
-                completed.as_mut().set(future);
+                completed.as_mut().set(self.decide.start(undecided));
                 completed
             }
-            None => Box::pin(future),
+            None => Box::into_pin(Box::write(Box::new_uninit(), self.decide.start(undecided))),
         };
         let waker = futures_util::task::noop_waker();
         if decision.as_mut().poll(&mut Context::from_waker(&waker)) == Poll::Pending {
@@ -289,10 +313,7 @@ where
     }
 }
 
-impl<F> FrameIntake for Intake<F>
-where
-    F: Future<Output = ()> + Send + 'static,
-{
+impl<D: Decider + Send + 'static> FrameIntake for Intake<D> {
     fn take(&mut self, item: std::io::Result<LineFrame>) -> BoxFuture<'_, bool> {
         Intake::take(self, item).boxed()
     }
