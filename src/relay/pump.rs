@@ -258,8 +258,8 @@ impl<D: Decider> Intake<D> {
             carrier,
             slot,
         };
-        // Built inside the call that stores it rather than in a local
-        // first: a local would be copied whole into the box.
+        // Built inside the call that stores it (`set`, `Box::write`). Built
+        // in a local first, or handed to `Box::pin`, it is copied whole.
         let mut decision = match self.spare.take() {
             Some(mut completed) => {
                 completed.as_mut().set(self.decide.start(undecided));
