@@ -42,6 +42,7 @@ mod outage;
 mod outcome;
 mod queue;
 mod record;
+mod round;
 mod session;
 mod settings;
 mod status;

@@ -265,6 +265,11 @@ impl AuditRecord {
         self
     }
 
+    /// Whether the record is about a message on its way to the server.
+    pub(crate) fn goes_to_server(&self) -> bool {
+        self.direction == Some(Direction::ClientToServer)
+    }
+
     /// The `step_type` this record will carry.
     pub fn step_type(&self) -> &str {
         &self.step_type

@@ -12,7 +12,8 @@
 //! a time). `Always` mode never lingers: its appenders wait on the disk.
 //! Entries their appenders only numbered (`Batch`, `Never`) are linked
 //! into their chains as they arrive during the window, in queue order, each
-//! once the message it records has been written.
+//! once the message it records has been written; those of a message on its
+//! way to the server wait for the answer's (see [`super::round`]).
 //!
 //! Lines are written with plain `std::fs` on the writer task itself: a
 //! write of one small batch lands in the page cache without blocking for
@@ -37,9 +38,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::link::Written;
 use super::outage::Outage;
-use super::queue::{Ack, Command, Queued};
+use super::queue::Command;
+use super::round::Round;
 use super::settings::FsyncMode;
 use super::status::Status;
 use super::AuditError;
@@ -55,114 +56,12 @@ pub const RETRY_INTERVAL: Duration = Duration::from_millis(500);
 /// no more per entry than a larger one.
 const ROUND_BYTES: usize = 256 * 1024;
 
-/// Everything one round commits together.
-#[derive(Default)]
-struct Round {
-    bytes: Vec<u8>,
-    waiters: Vec<Ack>,
-    written: Vec<Written>,
-    sync_requested: bool,
-    /// Appends whose appender waits for the outcome (`Always`).
-    awaited: u64,
-    /// Appends already acknowledged when queued (`Batch`, `Never`).
-    acknowledged: u64,
-    /// Why an entry the writer linked could not be hashed.
-    failed: Option<AuditError>,
-}
-
-impl Round {
-    /// Adds `command`, or refuses it at once when it was linked in an
-    /// epoch before `epoch`: it may link to an entry that was refused.
-    /// Returns how many acknowledged entries that refusal lost.
-    fn add(&mut self, command: Command, epoch: u64, status: &Status) -> u64 {
-        match command {
-            Command::Append {
-                entry,
-                ack,
-                epoch: linked_in,
-            } => {
-                if linked_in != epoch {
-                    return refuse_stale(ack, status);
-                }
-                self.push(entry, epoch);
-                match ack {
-                    Some(ack) => {
-                        self.awaited += 1;
-                        self.waiters.push(ack);
-                    }
-                    None => self.acknowledged += 1,
-                }
-            }
-            // Every entry queued before it is linked by now.
-            Command::Linked { ack } => {
-                let _ = ack.send(());
-            }
-            Command::Flush { ack } => {
-                self.sync_requested = true;
-                self.waiters.push(ack);
-            }
-        }
-        0
-    }
-
-    /// Adds the entry's line, linking it straight into the round's bytes
-    /// first if its appender left that to the writer. Entries come in
-    /// queue order, which is chain order.
-    fn push(&mut self, entry: Queued, epoch: u64) {
-        match entry {
-            Queued::Line { line, written } => {
-                self.bytes.extend_from_slice(&line);
-                self.written.push(written);
-            }
-            Queued::Deferred(deferred) => match deferred.link_into(epoch, &mut self.bytes) {
-                Ok(written) => self.written.push(written),
-                // Appenders check what could fail before they queue, so
-                // this is not expected; if it happens anyway the round
-                // fails as a failed write does, and the chain goes on from
-                // the entry before.
-                Err(error) => {
-                    self.failed.get_or_insert(error);
-                }
-            },
-        }
-    }
-
-    /// Tells every waiter the round's outcome. A waiter that went away (its
-    /// append was cancelled) needs no answer, so send errors are ignored.
-    fn answer(self, outcome: impl Fn() -> Result<(), AuditError>) {
-        for waiter in self.waiters {
-            let _ = waiter.send(outcome());
-        }
-    }
-
-    /// Everything is in the file: tell the chains, then the waiters.
-    fn settle(mut self) {
-        for written in self.written.drain(..) {
-            written.settle();
-        }
-        self.answer(|| Ok(()));
-    }
-}
-
 /// Whether someone waits for `command`'s round: it goes without
 /// lingering for the group-commit window.
 fn waited_for(command: &Command) -> bool {
     match command {
         Command::Append { ack, .. } => ack.is_some(),
         Command::Linked { .. } | Command::Flush { .. } => true,
-    }
-}
-
-/// Refuses an append linked before the log last failed or recovered;
-/// returns 1 if it was acknowledged already (and so is lost), else 0.
-fn refuse_stale(ack: Option<Ack>, status: &Status) -> u64 {
-    match ack {
-        Some(ack) => {
-            status.count_refused();
-            let _ = ack.send(Err(AuditError::Unavailable));
-            0
-        }
-        None => 1,
     }
 }
 
@@ -258,16 +157,14 @@ impl Writer {
     /// Collects one round, starting with `first`. Before a round that
     /// nobody waits for, the group-commit window passes so entries queued
     /// meanwhile join it; a flush, an `Always` append and a failure window
-    /// go at once. Entries are linked as they arrive rather than all at the
-    /// window's end: the writer then runs in the gaps between messages
-    /// instead of holding one back for a whole round's hashing. It first
-    /// lets the message they record be written ([`after_ready_tasks`]).
+    /// go at once. Entries are linked as they arrive (or, on the request
+    /// side, with the answer's) rather than all at the window's end: the
+    /// writer then runs in the gaps between messages instead of holding one
+    /// back for a whole round's hashing. It first lets the message they
+    /// record be written ([`after_ready_tasks`]).
     async fn gather(&mut self, first: Command) -> Round {
         let epoch = self.status.epoch();
-        let mut round = Round {
-            bytes: Vec::with_capacity(self.last_round_len.min(ROUND_BYTES)),
-            ..Round::default()
-        };
+        let mut round = Round::with_capacity(self.last_round_len.min(ROUND_BYTES));
         let lingers =
             !waited_for(&first) && self.outage.is_none() && self.mode != FsyncMode::Always;
         if lingers {
@@ -315,6 +212,7 @@ impl Writer {
         if let Some(outage) = &mut self.outage {
             outage.lose(lost);
         }
+        round.close(epoch);
         round
     }
 
@@ -498,7 +396,8 @@ async fn after_ready_tasks() {
 #[cfg(test)]
 mod tests {
     use super::super::head::Tip;
-    use super::super::link::Link;
+    use super::super::link::{Link, Written};
+    use super::super::queue::Queued;
     use super::*;
 
     fn append(bytes: usize, epoch: u64) -> Command {
