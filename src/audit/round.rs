@@ -34,9 +34,13 @@ pub(crate) const HELD_ENTRIES: usize = 16;
 /// Everything one round commits together.
 #[derive(Default)]
 pub(crate) struct Round {
+    /// The round's lines, in queue order.
     pub(crate) bytes: Vec<u8>,
-    pub(crate) waiters: Vec<Ack>,
+    /// Who waits for the round's outcome: `Always` appends and flushes.
+    waiters: Vec<Ack>,
+    /// What each chain learns once the round is in the file.
     written: Vec<Written>,
+    /// A flush asked for the round to be synced.
     pub(crate) sync_requested: bool,
     /// Appends whose appender waits for the outcome (`Always`).
     pub(crate) awaited: u64,
@@ -179,102 +183,105 @@ mod tests {
     use crate::audit::link::Link;
     use crate::audit::AuditRecord;
     use crate::hooks::Stamp;
-    use crate::session::Direction;
+    use crate::session::Direction::{self, ClientToServer, ServerToClient};
 
-    /// Numbers entries of one chain as an appender does.
-    struct Chain {
+    /// One chain's entries, numbered as an appender does, added to a round.
+    struct Fixture {
+        status: Status,
         link: Arc<Link>,
         next_id: u64,
+        round: Round,
     }
 
-    impl Chain {
+    impl Fixture {
         fn new() -> Self {
             Self {
+                status: Status::healthy(),
                 link: Arc::new(Link::new("s", None, None)),
                 next_id: 1,
+                round: Round::default(),
             }
         }
 
-        fn entry(&mut self, direction: Direction) -> Command {
+        /// Adds the chain's next entry, about a message going `direction`.
+        fn add(&mut self, direction: Direction) {
             let record = AuditRecord::new("step", "protocols/MCP/tools/call").direction(direction);
-            let entry_id = self.next_id;
+            let entry = Queued::Deferred(Deferred {
+                link: Arc::clone(&self.link),
+                record,
+                timestamp: Stamp::now(),
+                entry_id: self.next_id,
+            });
             self.next_id += 1;
-            Command::Append {
-                entry: Queued::Deferred(Deferred {
-                    link: Arc::clone(&self.link),
-                    record,
-                    timestamp: Stamp::now(),
-                    entry_id,
-                }),
+            let command = Command::Append {
+                entry,
                 ack: None,
                 epoch: 0,
-            }
+            };
+            self.round.add(command, 0, &self.status);
         }
-    }
 
-    /// The `entry_id`s of the lines written so far, in file order.
-    fn linked_ids(round: &Round) -> Vec<u64> {
-        round
-            .bytes
-            .split(|&byte| byte == b'\n')
-            .filter(|line| !line.is_empty())
-            .map(|line| {
-                let entry: serde_json::Value = serde_json::from_slice(line).unwrap();
-                entry["entry_id"].as_str().unwrap().parse().unwrap()
-            })
-            .collect()
+        /// The `entry_id`s of the lines linked so far, in file order.
+        fn linked_ids(&self) -> Vec<u64> {
+            self.round
+                .bytes
+                .split(|&byte| byte == b'\n')
+                .filter(|line| !line.is_empty())
+                .map(|line| {
+                    let entry: serde_json::Value = serde_json::from_slice(line).unwrap();
+                    entry["entry_id"].as_str().unwrap().parse().unwrap()
+                })
+                .collect()
+        }
     }
 
     #[test]
     fn a_request_side_entry_is_linked_just_before_the_answer_side() {
-        let status = Status::healthy();
-        let mut chain = Chain::new();
-        let mut round = Round::default();
-        round.add(chain.entry(Direction::ClientToServer), 0, &status);
-        round.add(chain.entry(Direction::ClientToServer), 0, &status);
-        assert!(linked_ids(&round).is_empty(), "held while the server works");
-        round.add(chain.entry(Direction::ServerToClient), 0, &status);
-        assert_eq!(linked_ids(&round), [1, 2, 3]);
-        assert_eq!(round.acknowledged, 3);
+        let mut fixture = Fixture::new();
+        fixture.add(ClientToServer);
+        fixture.add(ClientToServer);
+        assert!(
+            fixture.linked_ids().is_empty(),
+            "held while the server works"
+        );
+        fixture.add(ServerToClient);
+        assert_eq!(fixture.linked_ids(), [1, 2, 3]);
+        assert_eq!(fixture.round.acknowledged, 3);
     }
 
     #[test]
     fn closing_the_round_links_what_is_held() {
-        let status = Status::healthy();
-        let mut chain = Chain::new();
-        let mut round = Round::default();
-        round.add(chain.entry(Direction::ClientToServer), 0, &status);
-        round.close(0);
-        assert_eq!(linked_ids(&round), [1]);
+        let mut fixture = Fixture::new();
+        fixture.add(ClientToServer);
+        fixture.round.close(0);
+        assert_eq!(fixture.linked_ids(), [1]);
     }
 
     #[test]
     fn a_linked_request_is_answered_after_what_is_held_is_linked() {
-        let status = Status::healthy();
-        let mut chain = Chain::new();
-        let mut round = Round::default();
-        round.add(chain.entry(Direction::ClientToServer), 0, &status);
+        let mut fixture = Fixture::new();
+        fixture.add(ClientToServer);
         let (ack, mut answered) = tokio::sync::oneshot::channel();
-        round.add(Command::Linked { ack }, 0, &status);
-        assert_eq!(linked_ids(&round), [1]);
+        fixture
+            .round
+            .add(Command::Linked { ack }, 0, &fixture.status);
+        assert_eq!(fixture.linked_ids(), [1]);
         assert!(answered.try_recv().is_ok());
-        assert_eq!(chain.link.hash(0).map(|hash| hash.len()), Some(64));
+        assert_eq!(fixture.link.hash(0).map(|hash| hash.len()), Some(64));
     }
 
     #[test]
     fn past_the_bound_the_oldest_held_entry_is_linked() {
-        let status = Status::healthy();
-        let mut chain = Chain::new();
-        let mut round = Round::default();
+        let mut fixture = Fixture::new();
         for _ in 0..HELD_ENTRIES {
-            round.add(chain.entry(Direction::ClientToServer), 0, &status);
+            fixture.add(ClientToServer);
         }
-        assert!(linked_ids(&round).is_empty());
-        round.add(chain.entry(Direction::ClientToServer), 0, &status);
-        round.add(chain.entry(Direction::ClientToServer), 0, &status);
-        assert_eq!(linked_ids(&round), [1, 2]);
-        round.close(0);
+        assert!(fixture.linked_ids().is_empty());
+        fixture.add(ClientToServer);
+        fixture.add(ClientToServer);
+        assert_eq!(fixture.linked_ids(), [1, 2]);
+        fixture.round.close(0);
         let all: Vec<u64> = (1..=HELD_ENTRIES as u64 + 2).collect();
-        assert_eq!(linked_ids(&round), all);
+        assert_eq!(fixture.linked_ids(), all);
     }
 }
