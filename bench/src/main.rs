@@ -25,6 +25,7 @@
 mod client;
 mod context;
 mod echo_http;
+mod exchange_floor;
 mod gateway;
 mod http_client;
 mod procfs;
@@ -82,6 +83,29 @@ enum Helper {
         /// Serve ACS on stdin/stdout (the listener then serves `/stats` only).
         #[arg(long)]
         stdio: bool,
+        /// Decide nothing: answer every request at once with a prepared
+        /// reply of about this many bytes (the exchange floor's peer).
+        #[arg(long)]
+        echo_reply_bytes: Option<usize>,
+    },
+    /// Times sequential exchanges through acs-proxy's Guardian transports
+    /// with an echoing Guardian; prints what it measured as JSON.
+    ExchangeFloor {
+        /// An echoing Guardian at this `http://` URL.
+        #[arg(long, conflicts_with = "command")]
+        url: Option<String>,
+        /// Where the stdio Guardian writes its `/stats` address.
+        #[arg(long, requires = "command")]
+        stats_addr_file: Option<PathBuf>,
+        #[arg(long, default_value_t = 500)]
+        warmup: usize,
+        #[arg(long, default_value_t = 3000)]
+        exchanges: usize,
+        #[arg(long, default_value_t = 2000)]
+        request_bytes: usize,
+        /// The echoing Guardian to spawn over stdio, after `--`.
+        #[arg(last = true)]
+        command: Vec<String>,
     },
 }
 
@@ -96,11 +120,42 @@ fn main() {
             addr_file,
             secret_b64,
             stdio,
-        }) => base64::engine::general_purpose::STANDARD
-            .decode(secret_b64.trim())
-            .map_err(|e| format!("--secret-b64: {e}"))
-            .and_then(|secret| timed_guardian::serve(addr, &addr_file, secret, stdio))
-            .map(|()| None),
+            echo_reply_bytes,
+        }) => {
+            let answering = match echo_reply_bytes {
+                Some(bytes) => timed_guardian::Answering::Echo(exchange_floor::reply_body(bytes)),
+                None => timed_guardian::Answering::Decide,
+            };
+            base64::engine::general_purpose::STANDARD
+                .decode(secret_b64.trim())
+                .map_err(|e| format!("--secret-b64: {e}"))
+                .and_then(|secret| {
+                    timed_guardian::serve(addr, &addr_file, secret, stdio, answering)
+                })
+                .map(|()| None)
+        }
+        Some(Helper::ExchangeFloor {
+            url,
+            stats_addr_file,
+            warmup,
+            exchanges,
+            request_bytes,
+            command,
+        }) => floor_client(url, stats_addr_file, command)
+            .and_then(|peer| {
+                let load = exchange_floor::Load {
+                    warmup,
+                    exchanges,
+                    request_bytes,
+                    reply_bytes: 0,
+                };
+                exchange_floor::run_client(peer, &load)
+            })
+            .and_then(|floor| serde_json::to_string(&floor).map_err(|e| e.to_string()))
+            .map(|json| {
+                println!("{json}");
+                None
+            }),
         None => run(&args.bench).map(Some),
     };
     match outcome {
@@ -119,6 +174,19 @@ fn main() {
             eprintln!("acs-proxy-bench: {err}");
             std::process::exit(1);
         }
+    }
+}
+
+/// The peer `exchange-floor` was pointed at.
+fn floor_client(
+    url: Option<String>,
+    stats_addr_file: Option<PathBuf>,
+    command: Vec<String>,
+) -> Result<exchange_floor::Peer, String> {
+    match (url, stats_addr_file) {
+        (Some(url), _) => Ok(exchange_floor::Peer::Http(url)),
+        (None, Some(file)) if !command.is_empty() => Ok(exchange_floor::Peer::Stdio(command, file)),
+        _ => Err("exchange-floor: give --url, or --stats-addr-file and a command after --".into()),
     }
 }
 

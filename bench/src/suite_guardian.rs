@@ -10,6 +10,10 @@
 //! remote proxy adds over direct, which leaves what acs-proxy itself adds
 //! around the Guardian: signing, verifying, the HTTP exchange, enforcement,
 //! audit.
+//!
+//! After the rounds, [`crate::exchange_floor`] measures the exchanges alone
+//! (acs-proxy's transports, an echoing Guardian, the bodies' sizes from the
+//! sequential phase): the floor under the targets' figure.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -18,6 +22,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 
 use crate::context::{BenchArgs, Context};
+use crate::exchange_floor::{self, Floor, Load};
 use crate::report::RunResult;
 use crate::service::Service;
 use crate::setup::Decider;
@@ -115,7 +120,42 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
             runs[path].push(result);
         }
     }
-    Ok(markdown(args, &phases, &runs))
+    let floors = measure_floors(args, context, &runs)?;
+    Ok(markdown(args, &phases, &runs, floors.as_ref()))
+}
+
+/// The exchange floor of each remote transport, with the body sizes of its
+/// sequential phase; `None` when the Guardian counted no bodies.
+fn measure_floors(
+    args: &BenchArgs,
+    context: &Context,
+    runs: &[Vec<RunResult>; 4],
+) -> Result<Option<[Floor; 2]>, String> {
+    let load = |path: usize| {
+        let sizes: Vec<(usize, usize)> = runs[path]
+            .iter()
+            .filter_map(|r| r.guardian.first().and_then(ServiceTimes::mean_bodies))
+            .collect();
+        let (request_bytes, reply_bytes) = *sizes.get(sizes.len() / 2)?;
+        Some(Load {
+            warmup: args.warmup,
+            exchanges: args.sequential,
+            request_bytes,
+            reply_bytes,
+        })
+    };
+    let (Some(http), Some(stdio)) = (load(REMOTE_HTTP), load(REMOTE_STDIO)) else {
+        return Ok(None);
+    };
+    let secret = base64::engine::general_purpose::STANDARD.encode(SECRET);
+    let floors = exchange_floor::measure(context, [&http, &stdio], &secret)?;
+    for (transport, floor) in ["HTTP", "stdio"].iter().zip(&floors) {
+        eprintln!(
+            "guardian exchange floor over {transport}: p50 {:.1} µs, client CPU {:.1} µs, Guardian CPU {:.1} µs per exchange",
+            floor.p50_us, floor.client_cpu_us, floor.guardian_cpu_us
+        );
+    }
+    Ok(Some(floors))
 }
 
 /// Starts the timed Guardian and waits for its address.
@@ -161,6 +201,7 @@ fn markdown(
     args: &BenchArgs,
     phases: &[(String, usize, usize)],
     runs: &[Vec<RunResult>; 4],
+    floors: Option<&[Floor; 2]>,
 ) -> String {
     let mut md =
         String::from("\n## guardian suite: stdio → demo server, embedded vs remote Guardian\n\n");
@@ -219,6 +260,12 @@ fn markdown(
     );
     let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|");
     let mut sequential_beyond = [f64::NAN; 2];
+    let sequential_embedded = median(
+        runs[1]
+            .iter()
+            .zip(&runs[0])
+            .map(|(x, d)| x.phases[0].p50_us - d.phases[0].p50_us),
+    );
     for (p, (phase, _, calls)) in phases.iter().enumerate() {
         let paired = |path: usize| {
             median(
@@ -256,9 +303,15 @@ fn markdown(
             );
         }
     }
+    if let Some(floors) = floors {
+        floor_table(&mut md, floors, sequential_embedded);
+    }
     let _ = writeln!(md, "\n### Targets (remote Guardian)\n");
-    let _ = writeln!(md, "| target | goal | measured | status |");
-    let _ = writeln!(md, "|---|---|---|---|");
+    let _ = writeln!(
+        md,
+        "| target | goal | measured | floor: two exchanges + the embedded path's added p50 | status |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|");
     for (slot, (transport, goal)) in [
         ("HTTP", TARGET_BEYOND_GUARDIAN_HTTP_US),
         ("stdio", TARGET_BEYOND_GUARDIAN_STDIO_US),
@@ -267,9 +320,12 @@ fn markdown(
     .enumerate()
     {
         let measured = sequential_beyond[slot];
+        let floor = floors.map_or("–".to_owned(), |floors| {
+            format!("{:.1} µs", 2.0 * floors[slot].p50_us + sequential_embedded)
+        });
         let _ = writeln!(
             md,
-            "| p50 added by acs-proxy beyond the Guardian's service time, over {transport} (sequential) | ≤ {goal} µs | {measured:.1} µs | {} |",
+            "| p50 added by acs-proxy beyond the Guardian's service time, over {transport} (sequential) | ≤ {goal} µs | {measured:.1} µs | {floor} | {} |",
             if measured <= goal { "met" } else { "**not met**" }
         );
     }
@@ -283,6 +339,35 @@ fn markdown(
         args.rounds, args.warmup, args.sequential, args.pipelined, args.in_flight, args.rules,
     );
     md
+}
+
+/// The exchange floor's table: one exchange of each transport alone, and
+/// what two of them (one sequential call's) come to beside the governance
+/// the embedded path adds.
+fn floor_table(md: &mut String, floors: &[Floor; 2], sequential_embedded: f64) {
+    let _ = writeln!(
+        md,
+        "\n### The exchange floor (acs-proxy's Guardian transports to an echoing Guardian, nothing decided)\n"
+    );
+    let _ = writeln!(
+        md,
+        "| transport | request / reply bytes | round trip p50 µs | p99 µs | client CPU/exchange µs | Guardian CPU/exchange µs | two exchanges p50 µs | + embedded added p50 µs |"
+    );
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|");
+    for (transport, floor) in ["HTTP", "stdio"].iter().zip(floors) {
+        let _ = writeln!(
+            md,
+            "| {transport} | {} / {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            floor.request_bytes,
+            floor.reply_bytes,
+            floor.p50_us,
+            floor.p99_us,
+            floor.client_cpu_us,
+            floor.guardian_cpu_us,
+            2.0 * floor.p50_us,
+            2.0 * floor.p50_us + sequential_embedded,
+        );
+    }
 }
 
 /// `nanoseconds` over a phase of `calls`, in µs per call.

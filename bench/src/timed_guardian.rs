@@ -9,7 +9,12 @@
 //! time from the proxy's. It also returns the CPU the whole Guardian
 //! process spent in the window: its transport (HTTP server or frames,
 //! wake-ups) beside the timed service, which on a shared core sits on
-//! every call's path as well.
+//! every call's path as well, and the bytes of the requests and replies.
+//!
+//! With `--echo-reply-bytes` it decides nothing: every request gets the
+//! same prepared reply at once (see [`crate::exchange_floor`]), so what a
+//! client measures against it is the exchange itself, the floor under any
+//! Guardian's answer.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -45,12 +50,43 @@ pub struct ServiceTimes {
     /// CPU (user + system) of the Guardian process over the window.
     #[serde(default)]
     pub process_cpu_ns: u64,
+    /// Bytes of the request bodies over the window.
+    #[serde(default)]
+    pub request_bytes: u64,
+    /// Bytes of the reply bodies over the window.
+    #[serde(default)]
+    pub reply_bytes: u64,
+}
+
+impl ServiceTimes {
+    /// The mean request and reply body of the window, in bytes.
+    pub fn mean_bodies(&self) -> Option<(usize, usize)> {
+        let per_request = |total: u64| usize::try_from(total / self.requests).ok();
+        if self.requests == 0 {
+            return None;
+        }
+        Some((
+            per_request(self.request_bytes)?,
+            per_request(self.reply_bytes)?,
+        ))
+    }
+}
+
+/// How the Guardian answers.
+pub enum Answering {
+    /// Decides every request with the test Guardian.
+    Decide,
+    /// Answers every request with this prepared reply, deciding nothing.
+    Echo(Vec<u8>),
 }
 
 /// The Guardian and the service times of the current window.
 struct Timed {
     guardian: Guardian,
+    answering: Answering,
     times: Mutex<Vec<u64>>,
+    /// Request and reply bytes of the current window.
+    bytes: Mutex<(u64, u64)>,
     /// The process's CPU time when the window began.
     cpu_at_start: Mutex<u64>,
 }
@@ -63,6 +99,7 @@ pub fn serve(
     addr_file: &Path,
     secret: Vec<u8>,
     stdio: bool,
+    answering: Answering,
 ) -> Result<(), String> {
     let script = Script::parse(r#"{"batch": true}"#).map_err(|e| format!("script: {e}"))?;
     let timed = Arc::new(Timed {
@@ -78,7 +115,9 @@ pub fn serve(
             recorder: None,
             verbose: false,
         }),
+        answering,
         times: Mutex::new(Vec::with_capacity(1 << 20)),
+        bytes: Mutex::new((0, 0)),
         cpu_at_start: Mutex::new(crate::procfs::cpu_ns(std::process::id())),
     });
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -151,15 +190,23 @@ fn serve_stdio(timed: &Timed) -> Result<(), String> {
 }
 
 impl Timed {
-    /// Decides one request body, recording how long it took.
+    /// Decides one request body (or echoes), recording how long it took
+    /// and the bytes that came and went.
     fn time(&self, body: &[u8]) -> Reply {
         let started = Instant::now();
-        let outcome = self.guardian.handle(body);
+        let reply = match &self.answering {
+            Answering::Decide => self.guardian.handle(body).reply,
+            Answering::Echo(reply) => Reply::Send(reply.clone()),
+        };
         let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         if let Ok(mut times) = self.times.lock() {
             times.push(elapsed);
         }
-        outcome.reply
+        if let (Ok(mut bytes), Reply::Send(sent)) = (self.bytes.lock(), &reply) {
+            bytes.0 += body.len() as u64;
+            bytes.1 += sent.len() as u64;
+        }
+        reply
     }
 }
 
@@ -194,7 +241,13 @@ fn stats(timed: &Timed) -> Response<Full<Bytes>> {
         Ok(mut start) => cpu_now.saturating_sub(std::mem::replace(&mut *start, cpu_now)),
         Err(_) => 0,
     };
+    let (request_bytes, reply_bytes) = match timed.bytes.lock() {
+        Ok(mut bytes) => std::mem::take(&mut *bytes),
+        Err(_) => (0, 0),
+    };
     let times = ServiceTimes {
+        request_bytes,
+        reply_bytes,
         requests: window.len() as u64,
         p50_ns: percentile(&window, 50.0),
         p99_ns: percentile(&window, 99.0),
