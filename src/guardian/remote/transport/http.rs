@@ -2,12 +2,17 @@
 //! and only `200 OK` carries a reply (ACS Guardians answer JSON-RPC errors
 //! with 200 too, so any other status is a transport failure).
 //!
-//! One [`reqwest::Client`] keeps connections alive between calls. Over TLS
-//! it offers HTTP/2 by ALPN, so a Guardian that speaks it multiplexes
-//! concurrent calls on one connection; plain `http://` stays HTTP/1.1.
-//! Redirects are not followed (a decision must come from the configured
-//! Guardian), and proxy environment variables are ignored (the Guardian is
-//! named explicitly, and a proxy would see every hook).
+//! One pooled [hyper client](hyper_util::client::legacy::Client) keeps
+//! connections alive between calls. Over TLS it offers HTTP/2 by ALPN, so a
+//! Guardian that speaks it multiplexes concurrent calls on one connection;
+//! plain `http://` stays HTTP/1.1. Redirects are not followed (a decision
+//! must come from the configured Guardian), and no proxy is used (the
+//! Guardian is named explicitly, and a proxy would see every hook). The
+//! URL is parsed once, here. reqwest, which the upstream clients use,
+//! parsed it again (with IDNA) for every request and wrapped each in layers
+//! a client of one fixed URL does not need; on this path that cost about
+//! 60 µs of proxy CPU per sequential call (BENCHMARKS.md, "Remote
+//! Guardian").
 //!
 //! # Stale connections
 //!
@@ -20,7 +25,7 @@
 //! out of the send) is sent again, once, on a new connection (a second
 //! client that keeps none), before the failure reaches the caller and its
 //! failure posture. A refused or timed-out connect is not sent again: a
-//! Guardian that is down fails as fast as before. reqwest does not say
+//! Guardian that is down fails as fast as before. The client does not say
 //! whether the failed connection was a reused one, so a Guardian that
 //! really read the request and then hung up gets it again too; it is the
 //! same signed envelope (same `request_id`, same nonce), which an ACS
@@ -37,9 +42,15 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::future::BoxFuture;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Incoming};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Request, Response, StatusCode, Uri};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use prometheus::IntCounterVec;
-use reqwest::header::CONTENT_TYPE;
-use reqwest::{StatusCode, Url};
 use serde_json::Value;
 
 use super::error::TransportError;
@@ -80,17 +91,57 @@ pub static GUARDIAN_RETRIES: LazyLock<IntCounterVec> = LazyLock::new(|| {
 /// The `outcome` labels of [`GUARDIAN_RETRIES`].
 const RETRY_OUTCOMES: [&str; 3] = ["answered", "replay", "failed"];
 
+/// TCP, then TLS for `https://`, the two bounded by [`CONNECT_TIMEOUT`].
+#[derive(Debug, Clone)]
+struct Connector(HttpsConnector<HttpConnector>);
+
+/// What [`Connector`] yields: the stream hyper-rustls opens.
+type Connection = <HttpsConnector<HttpConnector> as tower::Service<Uri>>::Response;
+
+/// A connector's failure, as hyper takes it.
+type ConnectError = Box<dyn StdError + Send + Sync>;
+
+impl tower::Service<Uri> for Connector {
+    type Response = Connection;
+    type Error = ConnectError;
+    type Future = BoxFuture<'static, Result<Connection, ConnectError>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), ConnectError>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let connecting = self.0.call(uri);
+        Box::pin(async move {
+            match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+                Ok(connected) => connected,
+                Err(_) => Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("no connection within {CONNECT_TIMEOUT:?}"),
+                )
+                .into()),
+            }
+        })
+    }
+}
+
+/// The pooled client both kinds of connection go through.
+type GuardianClient = Client<Connector, Full<Bytes>>;
+
 /// A Guardian reached by HTTP `POST` to one URL.
 #[derive(Debug, Clone)]
 pub struct HttpTransport {
     /// Keeps connections alive between calls.
-    client: reqwest::Client,
+    client: GuardianClient,
     /// Keeps no connection, so every request on it goes out on a new one:
     /// used only to send a request again after its pooled connection
     /// closed under it. Built once here, so a resend costs a connect and
     /// nothing more.
-    fresh: reqwest::Client,
-    url: Url,
+    fresh: GuardianClient,
+    uri: Uri,
     name: &'static str,
     max_reply: usize,
 }
@@ -100,33 +151,41 @@ impl HttpTransport {
     /// are refused with a plain `http://` URL, where they would silently do
     /// nothing.
     pub fn new(url: &str, tls: TlsSettings) -> Result<Self, TransportError> {
-        let url = Url::parse(url)
-            .map_err(|err| TransportError::Config(format!("Guardian URL {url:?}: {err}")))?;
-        let name = match url.scheme() {
-            "https" => "https",
-            "http" if tls.is_empty() => "http",
-            "http" => {
+        let config_error = |err: &dyn std::fmt::Display| {
+            TransportError::Config(format!("Guardian URL {url:?}: {err}"))
+        };
+        let uri: Uri = url.parse().map_err(|err| config_error(&err))?;
+        let name = match uri.scheme_str() {
+            Some("https") => "https",
+            Some("http") if tls.is_empty() => "http",
+            Some("http") => {
                 return Err(TransportError::Config(
                     "TLS settings need an https:// Guardian URL".into(),
                 ))
             }
             other => {
                 return Err(TransportError::Config(format!(
-                    "Guardian URL scheme {other:?} is not http or https"
+                    "Guardian URL scheme {:?} is not http or https",
+                    other.unwrap_or("")
                 )))
             }
         };
-        // Built even for http://: reqwest needs a TLS backend, and this one
-        // does not rely on a process-wide rustls provider.
+        if uri.host().is_none_or(str::is_empty) {
+            return Err(config_error(&"no host"));
+        }
+        // Built even for http://: one connector serves both schemes, and
+        // this configuration does not rely on a process-wide provider.
         let tls = tls.client_config()?;
-        let client = client_builder(tls.clone())
+        let connector = connector(tls);
+        let client = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new())
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .build()
-            .map_err(client_error)?;
-        let fresh = client_builder(tls)
+            .build(connector.clone());
+        let fresh = Client::builder(TokioExecutor::new())
+            .timer(TokioTimer::new())
             .pool_max_idle_per_host(0)
-            .build()
-            .map_err(client_error)?;
+            .build(connector);
         // Every outcome shows on /metrics from the start, at 0.
         for outcome in RETRY_OUTCOMES {
             GUARDIAN_RETRIES.with_label_values(&[outcome]);
@@ -134,7 +193,7 @@ impl HttpTransport {
         Ok(Self {
             client,
             fresh,
-            url,
+            uri,
             name,
             max_reply: DEFAULT_MAX_REPLY,
         })
@@ -147,8 +206,8 @@ impl HttpTransport {
     }
 
     /// The Guardian's URL.
-    pub fn url(&self) -> &Url {
-        &self.url
+    pub fn uri(&self) -> &Uri {
+        &self.uri
     }
 
     /// One call: the request on a pooled connection, and once more on a
@@ -166,20 +225,26 @@ impl HttpTransport {
     /// Sends the request once, up to the response head.
     async fn send(
         &self,
-        client: &reqwest::Client,
+        client: &GuardianClient,
         body: Bytes,
-    ) -> Result<reqwest::Response, TransportError> {
-        let mut request = client
-            .post(self.url.clone())
-            .header(CONTENT_TYPE, "application/json");
+    ) -> Result<Response<Incoming>, TransportError> {
+        let mut request = Request::post(self.uri.clone())
+            .body(Full::new(body))
+            .map_err(|err| TransportError::Config(format!("Guardian request: {err}")))?;
+        let headers = request.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         // The Guardian call's span, when traced, continues in the Guardian.
+        // The carrier's fields are printed by acs-proxy itself, so a value
+        // that is not a header value does not occur; it would be left out.
         if let Some(carrier) = Carrier::current() {
-            request = request.header(carrier::TRACEPARENT, carrier.traceparent);
-            if let Some(state) = carrier.tracestate {
-                request = request.header(carrier::TRACESTATE, state);
+            if let Ok(parent) = HeaderValue::try_from(carrier.traceparent) {
+                headers.insert(carrier::TRACEPARENT, parent);
+            }
+            if let Some(Ok(state)) = carrier.tracestate.map(HeaderValue::try_from) {
+                headers.insert(carrier::TRACESTATE, state);
             }
         }
-        request.body(body).send().await.map_err(classify)
+        client.request(request).await.map_err(classify)
     }
 
     /// The resend on a new connection, after `first` closed before an
@@ -206,7 +271,7 @@ impl HttpTransport {
     }
 
     /// The reply of a response: its body if the status is 200.
-    async fn read_reply(&self, response: reqwest::Response) -> Result<Bytes, TransportError> {
+    async fn read_reply(&self, response: Response<Incoming>) -> Result<Bytes, TransportError> {
         if response.status() != StatusCode::OK {
             return Err(TransportError::Status {
                 status: response.status().as_u16(),
@@ -218,17 +283,21 @@ impl HttpTransport {
     /// Reads the reply, refusing one over the limit before buffering it
     /// when the length is announced, and as soon as it passes the limit
     /// otherwise.
-    async fn read_body(&self, mut response: reqwest::Response) -> Result<Bytes, TransportError> {
+    async fn read_body(&self, response: Response<Incoming>) -> Result<Bytes, TransportError> {
         let too_large = |length: u64| TransportError::FrameTooLarge {
             length,
             max: self.max_reply,
         };
-        let announced = response.content_length().unwrap_or(0);
+        let mut incoming = response.into_body();
+        let announced = incoming.size_hint().exact().unwrap_or(0);
         if announced > self.max_reply as u64 {
             return Err(too_large(announced));
         }
         let mut body = BytesMut::with_capacity(announced as usize);
-        while let Some(chunk) = response.chunk().await.map_err(classify)? {
+        while let Some(frame) = incoming.frame().await {
+            let Ok(chunk) = frame.map_err(classify)?.into_data() else {
+                continue;
+            };
             let length = body.len() + chunk.len();
             if length > self.max_reply {
                 return Err(too_large(length as u64));
@@ -249,19 +318,21 @@ impl GuardianTransport for HttpTransport {
     }
 }
 
-/// A client builder with what both clients share: the TLS configuration,
-/// no redirects, no proxy, the connect timeout.
-fn client_builder(tls: rustls::ClientConfig) -> reqwest::ClientBuilder {
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .connect_timeout(CONNECT_TIMEOUT)
-}
-
-/// A client that cannot be built: the settings are at fault.
-fn client_error(err: reqwest::Error) -> TransportError {
-    TransportError::Config(format!("HTTP client: {}", describe(&err)))
+/// What both clients share: TCP with `TCP_NODELAY` (a request is one
+/// write and its answer is awaited), TLS with HTTP/2 and HTTP/1.1 offered
+/// for `https://`, the connect timeout over both.
+fn connector(mut tls: rustls::ClientConfig) -> Connector {
+    let mut tcp = HttpConnector::new();
+    tcp.enforce_http(false);
+    tcp.set_nodelay(true);
+    // The builder offers its own ALPN list (the same two protocols).
+    tls.alpn_protocols.clear();
+    let https = HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_all_versions()
+        .wrap_connector(tcp);
+    Connector(https)
 }
 
 /// Whether a failed send is worth sending again on a new connection: the
@@ -300,13 +371,13 @@ fn had_it(first: TransportError) -> TransportError {
     }
 }
 
-/// Sorts a reqwest failure into the cause the caller needs to see.
-fn classify(err: reqwest::Error) -> TransportError {
+/// Sorts a client failure into the cause the caller needs to see.
+fn classify(err: impl StdError + 'static) -> TransportError {
     let message = describe(&err);
     if causes(&err).any(is_tls) {
         return TransportError::Tls(message);
     }
-    if err.is_connect() || err.is_timeout() {
+    if causes(&err).any(is_connect) {
         return TransportError::Connect(message);
     }
     match causes(&err).find_map(io_kind) {
@@ -352,11 +423,17 @@ fn io_kind(err: &(dyn StdError + 'static)) -> Option<io::ErrorKind> {
     err.downcast_ref::<io::Error>().map(io::Error::kind)
 }
 
-/// hyper's "connection closed before message completed" carries no I/O
-/// error underneath, and hyper is not a direct dependency, so it is
-/// recognised by its fixed message.
+/// hyper's "connection closed before message completed": the connection
+/// ended before any of the answer, with no I/O error underneath.
 fn is_incomplete_message(err: &(dyn StdError + 'static)) -> bool {
-    err.source().is_none() && err.to_string().starts_with("connection closed before")
+    err.downcast_ref::<hyper::Error>()
+        .is_some_and(hyper::Error::is_incomplete_message)
+}
+
+/// A failure to connect, or a connect that outlived [`CONNECT_TIMEOUT`].
+fn is_connect(err: &(dyn StdError + 'static)) -> bool {
+    err.downcast_ref::<hyper_util::client::legacy::Error>()
+        .is_some_and(hyper_util::client::legacy::Error::is_connect)
 }
 
 /// The whole cause chain in one line, for the operator.
