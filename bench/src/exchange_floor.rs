@@ -34,14 +34,17 @@ const MAX_FRAME: usize = 16 * 1024 * 1024;
 /// What one run of the floor client measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Floor {
-    /// Round trip of one exchange, as the client saw it.
+    /// Round trip of one exchange, as the client saw it: median.
     pub p50_us: f64,
+    /// Round trip of one exchange: 99th percentile.
     pub p99_us: f64,
     /// The client process's CPU per exchange (its transport, its wake-ups).
     pub client_cpu_us: f64,
     /// The Guardian server's process CPU per exchange.
     pub guardian_cpu_us: f64,
+    /// The request body sent.
     pub request_bytes: usize,
+    /// The reply body received.
     pub reply_bytes: usize,
 }
 
@@ -57,8 +60,11 @@ pub enum Peer {
 /// How many exchanges and of what size.
 #[derive(Clone)]
 pub struct Load {
+    /// Exchanges before the measured ones.
     pub warmup: usize,
+    /// Exchanges measured, one at a time.
     pub exchanges: usize,
+    /// The size of each request body.
     pub request_bytes: usize,
     /// Used by [`measure`] for the echoing Guardian it starts.
     pub reply_bytes: usize,
@@ -103,12 +109,12 @@ async fn exchange(peer: Peer, load: &Load) -> Result<Floor, String> {
         Peer::Http(url) => {
             let transport = HttpTransport::new(&url, TlsSettings::default())
                 .map_err(|e| format!("{url}: {e}"))?;
-            let addr = url
-                .trim_start_matches("http://")
-                .split('/')
-                .next()
-                .and_then(|host| host.parse().ok())
-                .ok_or_else(|| format!("{url}: no HOST:PORT"))?;
+            // The echoing Guardian serves `/stats` on the same listener.
+            let addr = transport
+                .uri()
+                .authority()
+                .and_then(|authority| authority.as_str().parse().ok())
+                .ok_or_else(|| format!("{url}: not http://IP:PORT/..."))?;
             (Arc::new(transport), StatsAt::Addr(addr))
         }
         Peer::Stdio(command, addr_file) => {
