@@ -23,6 +23,7 @@
 //! ```
 
 mod client;
+mod client_floor;
 mod context;
 mod echo_http;
 mod exchange_floor;
@@ -107,6 +108,27 @@ enum Helper {
         #[arg(last = true)]
         command: Vec<String>,
     },
+    /// Times sequential calls' decisions through acs-proxy's own remote
+    /// Guardian client, built from a proxy configuration; prints what it
+    /// measured as JSON.
+    ClientFloor {
+        /// The proxy configuration whose `[guardian]` to use.
+        #[arg(long)]
+        config: PathBuf,
+        /// The Guardian serves `/stats` here.
+        #[arg(long)]
+        stats_addr: Option<SocketAddr>,
+        /// The Guardian writes its `/stats` address to this file.
+        #[arg(long)]
+        stats_addr_file: Option<PathBuf>,
+        #[arg(long, default_value_t = 500)]
+        warmup: usize,
+        #[arg(long, default_value_t = 3000)]
+        calls: usize,
+        /// The size of the `tools/call` request the hooks are about.
+        #[arg(long, default_value_t = 200)]
+        request_bytes: usize,
+    },
 }
 
 fn main() {
@@ -150,6 +172,27 @@ fn main() {
                     reply_bytes: 0,
                 };
                 exchange_floor::run_client(peer, &load)
+            })
+            .and_then(|floor| serde_json::to_string(&floor).map_err(|e| e.to_string()))
+            .map(|json| {
+                println!("{json}");
+                None
+            }),
+        Some(Helper::ClientFloor {
+            config,
+            stats_addr,
+            stats_addr_file,
+            warmup,
+            calls,
+            request_bytes,
+        }) => client_floor::stats_at(stats_addr, stats_addr_file)
+            .and_then(|stats| {
+                let load = client_floor::Load {
+                    warmup,
+                    calls,
+                    request_bytes,
+                };
+                client_floor::run_client(&config, stats, &load)
             })
             .and_then(|floor| serde_json::to_string(&floor).map_err(|e| e.to_string()))
             .map(|json| {

@@ -11,9 +11,13 @@
 //! around the Guardian: signing, verifying, the HTTP exchange, enforcement,
 //! audit.
 //!
-//! After the rounds, [`crate::exchange_floor`] measures the exchanges alone
-//! (acs-proxy's transports, an echoing Guardian, the bodies' sizes from the
-//! sequential phase): the floor under the targets' figure.
+//! After the rounds, two floors are measured under the targets' figure:
+//! [`crate::exchange_floor`], the exchanges alone (acs-proxy's transports,
+//! an echoing Guardian, the bodies' sizes from the sequential phase), and
+//! [`crate::client_floor`], acs-proxy's ACS client alone (the remote runs'
+//! own configurations, a call's two batches signed, verified and read
+//! against the deciding Guardian, with no relay, policy or audit around
+//! them).
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -21,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 
+use crate::client_floor::{self, ClientFloor};
 use crate::context::{BenchArgs, Context};
 use crate::exchange_floor::{self, Floor, Load};
 use crate::report::RunResult;
@@ -88,10 +93,7 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
                     secret_file: secret_file.clone(),
                 }),
             };
-            let tag = format!(
-                "guardian-{}-r{round}",
-                ["direct", "embedded", "remote", "remote-stdio"][path]
-            );
+            let tag = tag(path, round);
             let guardian = match path {
                 REMOTE_HTTP => Some(StatsAt::Addr(addr)),
                 REMOTE_STDIO => {
@@ -120,17 +122,37 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
             runs[path].push(result);
         }
     }
-    let floors = measure_floors(args, context, &runs)?;
+    let floors = measure_floors(args, context, &runs, addr, &stdio_addr_file)?;
     Ok(markdown(args, &phases, &runs, floors.as_ref()))
 }
 
+/// The name of a run's files: `path` in `round`.
+fn tag(path: usize, round: usize) -> String {
+    format!(
+        "guardian-{}-r{round}",
+        ["direct", "embedded", "remote", "remote-stdio"][path]
+    )
+}
+
+/// What lies under the remote-Guardian figures, per transport (`[HTTP,
+/// stdio]`).
+struct Floors {
+    /// Two processes exchanging bodies through acs-proxy's transports.
+    exchange: [Floor; 2],
+    /// acs-proxy's ACS client alone, deciding against the timed Guardian.
+    client: [ClientFloor; 2],
+}
+
 /// The exchange floor of each remote transport, with the body sizes of its
-/// sequential phase; `None` when the Guardian counted no bodies.
+/// sequential phase, and the ACS client floor with the remote runs' own
+/// configurations; `None` when the Guardian counted no bodies.
 fn measure_floors(
     args: &BenchArgs,
     context: &Context,
     runs: &[Vec<RunResult>; 4],
-) -> Result<Option<[Floor; 2]>, String> {
+    http_guardian: SocketAddr,
+    stdio_stats_file: &std::path::Path,
+) -> Result<Option<Floors>, String> {
     let load = |path: usize| {
         let sizes: Vec<(usize, usize)> = runs[path]
             .iter()
@@ -148,14 +170,33 @@ fn measure_floors(
         return Ok(None);
     };
     let secret = base64::engine::general_purpose::STANDARD.encode(SECRET);
-    let floors = exchange_floor::measure(context, [&http, &stdio], &secret)?;
-    for (transport, floor) in ["HTTP", "stdio"].iter().zip(&floors) {
+    let exchange = exchange_floor::measure(context, [&http, &stdio], &secret)?;
+    for (transport, floor) in ["HTTP", "stdio"].iter().zip(&exchange) {
         eprintln!(
             "guardian exchange floor over {transport}: p50 {:.1} µs, client CPU {:.1} µs, Guardian CPU {:.1} µs per exchange",
             floor.p50_us, floor.client_cpu_us, floor.guardian_cpu_us
         );
     }
-    Ok(Some(floors))
+    let config = |path: usize| context.work.join(format!("proxy-{}.toml", tag(path, 0)));
+    let load = client_floor::Load {
+        warmup: args.warmup,
+        calls: args.sequential,
+        request_bytes: args.request_bytes,
+    };
+    let client = client_floor::measure(
+        context,
+        &load,
+        [&config(REMOTE_HTTP), &config(REMOTE_STDIO)],
+        http_guardian,
+        stdio_stats_file,
+    )?;
+    for (transport, floor) in ["HTTP", "stdio"].iter().zip(&client) {
+        eprintln!(
+            "guardian ACS client floor over {transport}: {:.1} µs per call beyond the Guardian's service, client CPU {:.1} µs per call",
+            floor.beyond_service_us, floor.client_cpu_us
+        );
+    }
+    Ok(Some(Floors { exchange, client }))
 }
 
 /// Starts the timed Guardian and waits for its address.
@@ -201,7 +242,7 @@ fn markdown(
     args: &BenchArgs,
     phases: &[(String, usize, usize)],
     runs: &[Vec<RunResult>; 4],
-    floors: Option<&[Floor; 2]>,
+    floors: Option<&Floors>,
 ) -> String {
     let mut md =
         String::from("\n## guardian suite: stdio → demo server, embedded vs remote Guardian\n\n");
@@ -304,14 +345,15 @@ fn markdown(
         }
     }
     if let Some(floors) = floors {
-        floor_table(&mut md, floors, sequential_embedded);
+        floor_table(&mut md, &floors.exchange, sequential_embedded);
+        client_floor_table(&mut md, &floors.client, sequential_embedded);
     }
     let _ = writeln!(md, "\n### Targets (remote Guardian)\n");
     let _ = writeln!(
         md,
-        "| target | goal | measured | floor: two exchanges + the embedded path's added p50 | status |"
+        "| target | goal | measured | floor: two exchanges + the embedded path's added p50 | the ACS client alone + the embedded path's added p50 | status |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|");
     for (slot, (transport, goal)) in [
         ("HTTP", TARGET_BEYOND_GUARDIAN_HTTP_US),
         ("stdio", TARGET_BEYOND_GUARDIAN_STDIO_US),
@@ -321,11 +363,20 @@ fn markdown(
     {
         let measured = sequential_beyond[slot];
         let floor = floors.map_or("–".to_owned(), |floors| {
-            format!("{:.1} µs", 2.0 * floors[slot].p50_us + sequential_embedded)
+            format!(
+                "{:.1} µs",
+                2.0 * floors.exchange[slot].p50_us + sequential_embedded
+            )
+        });
+        let client = floors.map_or("–".to_owned(), |floors| {
+            format!(
+                "{:.1} µs",
+                floors.client[slot].beyond_service_us + sequential_embedded
+            )
         });
         let _ = writeln!(
             md,
-            "| p50 added by acs-proxy beyond the Guardian's service time, over {transport} (sequential) | ≤ {goal} µs | {measured:.1} µs | {floor} | {} |",
+            "| p50 added by acs-proxy beyond the Guardian's service time, over {transport} (sequential) | ≤ {goal} µs | {measured:.1} µs | {floor} | {client} | {} |",
             if measured <= goal { "met" } else { "**not met**" }
         );
     }
@@ -366,6 +417,36 @@ fn floor_table(md: &mut String, floors: &[Floor; 2], sequential_embedded: f64) {
             floor.guardian_cpu_us,
             2.0 * floor.p50_us,
             2.0 * floor.p50_us + sequential_embedded,
+        );
+    }
+}
+
+/// The ACS client floor's table: a sequential call's two batches through
+/// acs-proxy's remote Guardian client alone, and what they come to beside
+/// the governance the embedded path adds.
+fn client_floor_table(md: &mut String, floors: &[ClientFloor; 2], sequential_embedded: f64) {
+    let _ = writeln!(
+        md,
+        "\n### The ACS client floor (acs-proxy's remote Guardian client alone: two batches per call, signed, verified and read, against the timed Guardian)\n"
+    );
+    let _ = writeln!(
+        md,
+        "| transport | request / reply bytes | call p50 µs | p99 µs | Guardian service/call µs | p50 beyond the service µs | client CPU/call µs | Guardian CPU/call µs | + embedded added p50 µs |"
+    );
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (transport, floor) in ["HTTP", "stdio"].iter().zip(floors) {
+        let _ = writeln!(
+            md,
+            "| {transport} | {} / {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            floor.request_bytes,
+            floor.reply_bytes,
+            floor.p50_us,
+            floor.p99_us,
+            floor.service_us,
+            floor.beyond_service_us,
+            floor.client_cpu_us,
+            floor.guardian_cpu_us,
+            floor.beyond_service_us + sequential_embedded,
         );
     }
 }
