@@ -272,9 +272,7 @@ fn client(
     config: &Path,
     stats: &[String],
 ) -> Result<ClientFloor, String> {
-    let mut command = vec![
-        crate::context::absolute(&context.bench),
-        "client-floor".into(),
+    let mut args = vec![
         "--config".into(),
         crate::context::absolute(config),
         "--warmup".into(),
@@ -284,18 +282,8 @@ fn client(
         "--request-bytes".into(),
         load.request_bytes.to_string(),
     ];
-    command.extend(stats.iter().cloned());
-    let command = context.pinned(command);
-    let (program, args) = command.split_first().ok_or("empty command")?;
-    let output = std::process::Command::new(program)
-        .args(args)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .map_err(|e| format!("{program}: {e}"))?;
-    if !output.status.success() {
-        return Err(format!("client-floor failed: {}", output.status));
-    }
-    serde_json::from_slice(&output.stdout).map_err(|e| format!("client-floor answer: {e}"))
+    args.extend(stats.iter().cloned());
+    context.run_helper("client-floor", &args)
 }
 
 /// Where `client-floor` finds the Guardian's `/stats`.

@@ -252,6 +252,28 @@ impl Context {
     pub fn pinned(&self, command: Vec<String>) -> Vec<String> {
         setup::pinned(command, self.pin.as_deref())
     }
+
+    /// Runs this benchmark's `helper` subcommand with `args`, pinned like
+    /// everything else, and reads the JSON it prints.
+    pub fn run_helper<T: serde::de::DeserializeOwned>(
+        &self,
+        helper: &str,
+        args: &[String],
+    ) -> Result<T, String> {
+        let mut command = vec![absolute(&self.bench), helper.to_owned()];
+        command.extend(args.iter().cloned());
+        let command = self.pinned(command);
+        let (program, args) = command.split_first().ok_or("empty command")?;
+        let output = std::process::Command::new(program)
+            .args(args)
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|e| format!("{program}: {e}"))?;
+        if !output.status.success() {
+            return Err(format!("{helper} failed: {}", output.status));
+        }
+        serde_json::from_slice(&output.stdout).map_err(|e| format!("{helper} answer: {e}"))
+    }
 }
 
 /// `path` made absolute (configs are read from another directory).

@@ -214,9 +214,7 @@ pub fn measure(
 
 /// Runs the floor client as a pinned process and reads its JSON answer.
 fn client(context: &Context, load: &Load, peer: &[String]) -> Result<Floor, String> {
-    let mut command = vec![
-        crate::context::absolute(&context.bench),
-        "exchange-floor".into(),
+    let mut args = vec![
         "--warmup".into(),
         load.warmup.to_string(),
         "--exchanges".into(),
@@ -224,18 +222,8 @@ fn client(context: &Context, load: &Load, peer: &[String]) -> Result<Floor, Stri
         "--request-bytes".into(),
         load.request_bytes.to_string(),
     ];
-    command.extend(peer.iter().cloned());
-    let command = context.pinned(command);
-    let (program, args) = command.split_first().ok_or("empty command")?;
-    let output = std::process::Command::new(program)
-        .args(args)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .map_err(|e| format!("{program}: {e}"))?;
-    if !output.status.success() {
-        return Err(format!("exchange-floor client failed: {}", output.status));
-    }
-    serde_json::from_slice(&output.stdout).map_err(|e| format!("exchange-floor answer: {e}"))
+    args.extend(peer.iter().cloned());
+    context.run_helper("exchange-floor", &args)
 }
 
 #[cfg(test)]
