@@ -3,8 +3,10 @@
 //!
 //! A request is the proxy's own canonical JSON, where `id` is the first
 //! member of each object, so its id is read by walking no further than
-//! that member. A reply is read by serde, which parses only the `id`
-//! members and skips every other value without building it.
+//! that member. A reply is first read the same way (a Guardian writing
+//! canonical JSON leads with its `id` too), and when that finds no waiting
+//! call, by serde, which parses only the `id` members and skips every
+//! other value without building it.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -86,9 +88,11 @@ pub(crate) fn reply_ids(body: &[u8]) -> Option<ReplyIds> {
     peek(body)
 }
 
-/// The key of a request whose (first) object leads with its id, as the
-/// proxy writes them; `None` sends the request to the full peek.
-fn leading_key(body: &[u8]) -> Option<(Shape, CallId)> {
+/// The shape of a body and the id of its (first) object, read by walking
+/// that object's members up to its `id`, nothing parsed; `None` when the
+/// walk cannot tell (no such member at the top of the first object, an
+/// escaped name, not JSON), and the full peek must.
+pub(crate) fn leading_key(body: &[u8]) -> Option<(Shape, CallId)> {
     let start = body.iter().position(|b| !b.is_ascii_whitespace())?;
     let (shape, object) = match body[start] {
         b'[' => (Shape::Batch, body.get(start + 1..)?),
@@ -200,6 +204,16 @@ mod tests {
         );
         let batch = br#"[{"params":{"id":0},"id":3},{"id":4}]"#;
         assert_eq!(request_key(batch).unwrap(), (Shape::Batch, number("3")));
+    }
+
+    #[test]
+    fn a_reply_is_keyed_by_the_id_its_first_object_leads_with() {
+        let single = leading_key(br#"{"id":7,"jsonrpc":"2.0","result":{"id":1}}"#);
+        assert_eq!(single, Some((Shape::Single, number("7"))));
+        let batch = leading_key(br#"[{"id":"a","result":{}},{"id":"b"}]"#);
+        assert_eq!(batch, Some((Shape::Batch, CallId::String("a".into()))));
+        assert_eq!(leading_key(br#"{"result":{"id":1}}"#), None);
+        assert_eq!(leading_key(b"{oops"), None);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use super::call_id::{reply_ids, CallId, ReplyIds, Shape};
+use super::call_id::{leading_key, reply_ids, CallId, ReplyIds, Shape};
 use super::error::TransportError;
 
 type Reply = Result<Bytes, TransportError>;
@@ -77,7 +77,18 @@ impl Pending {
 
     /// Hands a reply to the call it answers. A reply nobody waits for (its
     /// caller gave up, or the Guardian invented an id) is dropped.
+    ///
+    /// A reply that leads with the id of a waiting call (a batch: its first
+    /// element) goes to it as it is, unparsed; the caller parses it in full
+    /// anyway, and fails at once if the rest is not JSON. Any other is
+    /// peeked for its ids, and dropped (its caller times out) if it has
+    /// none that can be read.
     pub(crate) fn deliver(&self, body: Bytes) {
+        let leading = leading_key(&body).and_then(|(shape, id)| self.lock().remove(shape, &id));
+        if let Some(waiter) = leading {
+            let _ = waiter.reply.send(Ok(body));
+            return;
+        }
         let Some(ids) = reply_ids(&body) else {
             tracing::warn!(
                 bytes = body.len(),
@@ -241,6 +252,28 @@ mod tests {
         let batch = pending.register(Shape::Batch, id(2)).unwrap();
         pending.deliver(reply(r#"{"error":{"code":-32600},"id":null}"#));
         assert!(batch.reply().await.unwrap().starts_with(b"{\"error\""));
+    }
+
+    #[tokio::test]
+    async fn a_reply_leading_with_a_waiting_id_is_handed_over_unparsed() {
+        let pending = Arc::new(Pending::default());
+        let batch = pending.register(Shape::Batch, id(1)).unwrap();
+        let single = pending.register(Shape::Single, id(2)).unwrap();
+        pending.deliver(reply(r#"[{"id":1,"result":{}},{"id":3"#));
+        assert_eq!(
+            batch.reply().await.unwrap(),
+            reply(r#"[{"id":1,"result":{}},{"id":3"#)
+        );
+        pending.deliver(reply(r#"{"id":2,"result":"#));
+        assert_eq!(single.reply().await.unwrap(), reply(r#"{"id":2,"result":"#));
+    }
+
+    #[test]
+    fn a_malformed_reply_no_call_leads_it_is_dropped() {
+        let pending = Arc::new(Pending::default());
+        let mut waiting = pending.register(Shape::Single, id(1)).unwrap();
+        pending.deliver(reply(r#"{"result":"cut,"id":1}"#));
+        assert!(waiting.reply.try_recv().is_err());
     }
 
     #[test]
