@@ -134,7 +134,9 @@ async fn measure_calls(
 }
 
 /// A stdio session's metadata as acs-proxy fills it when no agent id or
-/// environment is configured: the caller is the OS user.
+/// environment is configured, the caller the OS user it runs as (here
+/// root, as on the benchmark machine): the same members, about the same
+/// bytes.
 fn metadata() -> Metadata {
     Metadata {
         agent_id: "unknown-agent".into(),

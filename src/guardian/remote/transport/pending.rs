@@ -269,7 +269,7 @@ mod tests {
     }
 
     #[test]
-    fn a_malformed_reply_no_call_leads_it_is_dropped() {
+    fn a_malformed_reply_the_walk_cannot_route_is_dropped() {
         let pending = Arc::new(Pending::default());
         let mut waiting = pending.register(Shape::Single, id(1)).unwrap();
         pending.deliver(reply(r#"{"result":"cut,"id":1}"#));
