@@ -75,6 +75,11 @@ pub struct BenchArgs {
     /// The demo server binary (default: <target dir>/release/acs-proxy-demo-server).
     #[arg(long)]
     pub demo_server: Option<PathBuf>,
+    /// The bare relay of the floor scenario (default: acs-proxy-bare-relay
+    /// beside this binary). Give it with `--proxy` when measuring another
+    /// build, so both sides of the floor come from the same build.
+    #[arg(long)]
+    pub bare_relay: Option<PathBuf>,
     /// server-everything's stdio entry point (default: tests/peers/node_modules/...).
     #[arg(long)]
     pub everything: Option<PathBuf>,
@@ -210,7 +215,10 @@ impl Context {
             eprintln!("acs-proxy-bench: {note}");
         }
         let bench = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-        let bare_relay = bench.with_file_name("acs-proxy-bare-relay");
+        let bare_relay = args
+            .bare_relay
+            .clone()
+            .unwrap_or_else(|| bench.with_file_name("acs-proxy-bare-relay"));
         if !bare_relay.exists() {
             return Err(format!(
                 "{} not found: run `cargo build --release --workspace` first",
