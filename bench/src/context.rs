@@ -249,6 +249,11 @@ impl Context {
     pub fn header(&self) -> String {
         let mut md = String::from("# acs-proxy end-to-end benchmark\n\n");
         md.push_str(&format!("- measured: {}\n", self.label));
+        md.push_str(&format!(
+            "- binaries: {} (gateway), {} (bare relay)\n",
+            self.proxy.display(),
+            self.bare_relay.display()
+        ));
         md.push_str(&format!("- machine: {}\n", crate::procfs::machine()));
         for note in &self.notes {
             md.push_str(&format!("- note: {note}\n"));
