@@ -33,9 +33,23 @@ use serde_json::Value;
 /// How long a test waits for one expected message.
 pub const WAIT: Duration = Duration::from_secs(20);
 
-/// The `acs-proxy` binary under test.
+/// The `acs-proxy` binary under test: `$ACS_PROXY_BIN` when set, so the
+/// suite can run against another build of the same tree (the profile-guided
+/// one of `.ci/build-release --pgo`), else the one cargo built for the tests.
 pub fn proxy_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_acs-proxy"))
+    match std::env::var_os("ACS_PROXY_BIN") {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => PathBuf::from(env!("CARGO_BIN_EXE_acs-proxy")),
+    }
+}
+
+/// Where cargo put the binaries of this test build; the other workspace
+/// binaries the tests run are built there, whichever gateway is under test.
+fn cargo_bin_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_acs-proxy"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| repo_root().join("target/debug"))
 }
 
 /// The repository root.
@@ -87,10 +101,7 @@ pub fn rss_kib(pid: u32) -> u64 {
 /// as `acs-proxy` (cargo does not build another package's binaries for this
 /// crate's tests; rebuilding an up-to-date binary is a no-op).
 pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
-    let target = proxy_bin()
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| repo_root().join("target/debug"));
+    let target = cargo_bin_dir();
     let mut build = Command::new(env!("CARGO"));
     build
         .args(["build", "-p", package, "--bin", bin])
@@ -108,10 +119,7 @@ pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
 /// The demo MCP server, built on demand (it is another workspace package,
 /// so cargo does not build it for this crate's tests by itself).
 pub fn demo_server_bin() -> PathBuf {
-    let target = proxy_bin()
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| repo_root().join("target/debug"));
+    let target = cargo_bin_dir();
     let path = target.join("acs-proxy-demo-server");
     if !path.exists() {
         let status = Command::new(env!("CARGO"))
