@@ -188,7 +188,7 @@ impl UnreadProxy {
 
 impl Drop for UnreadProxy {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let stdin = &mut self.stdin;
+        super::end(&mut self.child, |_| drop(stdin.take()));
     }
 }

@@ -471,9 +471,39 @@ impl Proxy {
 
 impl Drop for Proxy {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let stdin = &mut self.stdin;
+        end(&mut self.child, |_| drop(stdin.take()));
     }
+}
+
+/// How long a dropped handle waits for a gateway asked to stop.
+const GRACEFUL_STOP: Duration = Duration::from_secs(2);
+
+/// Ends the gateway of a dropped handle. Normally a kill: the test has
+/// checked what it wanted. With `ACS_PROXY_TEST_STOP=graceful` the gateway
+/// is first asked to stop as an operator would (`ask`: stdin closed, or
+/// SIGTERM) and given [`GRACEFUL_STOP`] to exit, because an instrumented
+/// build writes its profile only when it exits cleanly:
+/// `.ci/build-release --pgo` trains on this suite that way.
+pub fn end(child: &mut Child, ask: impl FnOnce(&mut Child)) {
+    if std::env::var_os("ACS_PROXY_TEST_STOP").is_some_and(|mode| mode == "graceful") {
+        ask(child);
+        let deadline = Instant::now() + GRACEFUL_STOP;
+        while Instant::now() < deadline {
+            if !matches!(child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Sends SIGTERM to `child`, as a service manager stopping it would.
+pub fn sigterm(child: &mut Child) {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
 }
 
 /// A `tools/call` request.
@@ -608,8 +638,7 @@ impl NetProxy {
 
 impl Drop for NetProxy {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        end(&mut self.child, sigterm);
     }
 }
 
