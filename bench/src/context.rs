@@ -10,7 +10,7 @@ use crate::setup::{self, Server};
 /// Options of a benchmark run.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Suites to run, in order: stdio, http, guardian, scale (and aggregate and reload, when named).
+    /// Suites to run, in order: stdio, http, guardian, scale (and aggregate, reload and ws, when named).
     #[arg(long, value_delimiter = ',', default_values_t = ["stdio".to_owned(), "http".to_owned(), "guardian".to_owned(), "scale".to_owned()])]
     pub suites: Vec<String>,
     /// Rounds; each runs every scenario of a suite once, in an order that rotates per round.

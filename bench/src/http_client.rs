@@ -315,17 +315,22 @@ fn find_answer(body: &[u8], sse: bool, id: u64) -> Option<bool> {
 }
 
 fn answer_in(message: &[u8], id: u64) -> Option<bool> {
+    answer_of(message).and_then(|(got, ok)| (got == id).then_some(ok))
+}
+
+/// The numeric id of the answer `message` carries, and whether it is a
+/// result that is not `isError`; `None` for anything but an answer.
+pub fn answer_of(message: &[u8]) -> Option<(u64, bool)> {
     let peek: Peek<'_> = serde_json::from_slice(message).ok()?;
-    let got: u64 = peek.id?.get().parse().ok()?;
-    if got != id || (peek.result.is_none() && peek.error.is_none()) {
+    let id: u64 = peek.id?.get().parse().ok()?;
+    if peek.result.is_none() && peek.error.is_none() {
         return None;
     }
-    Some(
-        peek.error.is_none()
-            && peek
-                .result
-                .is_some_and(|result| !result.get().contains(r#""isError":true"#)),
-    )
+    let ok = peek.error.is_none()
+        && peek
+            .result
+            .is_some_and(|result| !result.get().contains(r#""isError":true"#));
+    Some((id, ok))
 }
 
 #[cfg(test)]
@@ -342,6 +347,18 @@ mod tests {
         assert_eq!(find_answer(sse, true, 7), Some(false));
         let error = br#"{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"x"}}"#;
         assert_eq!(find_answer(error, false, 3), Some(false));
+    }
+
+    #[test]
+    fn an_answer_is_known_by_its_id_and_a_notification_is_not_one() {
+        let ok = br#"{"jsonrpc":"2.0","id":12,"result":{"content":[]}}"#;
+        assert_eq!(answer_of(ok), Some((12, true)));
+        let tool_error = br#"{"jsonrpc":"2.0","id":13,"result":{"isError":true}}"#;
+        assert_eq!(answer_of(tool_error), Some((13, false)));
+        let progress = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#;
+        assert_eq!(answer_of(progress), None);
+        let request = br#"{"jsonrpc":"2.0","id":5,"method":"sampling/createMessage"}"#;
+        assert_eq!(answer_of(request), None);
     }
 
     #[test]

@@ -15,7 +15,9 @@
 //! - `aggregate`: stdio → the demo server as a plain route and as one of
 //!   three upstreams of a virtual server (`[[aggregate]]`).
 //! - `reload` (not in the default set): 1,000 calls/s with and without
-//!   policy reloads, the latency each call sees.
+//!   policy reloads, the latency each call sees;
+//! - `ws` (not in the default set): MCP over WebSocket → stdio server
+//!   through acs-proxy, the one gateway here that serves it.
 //!
 //! ```text
 //! cargo build --release --workspace
@@ -41,6 +43,7 @@ mod suite_http;
 mod suite_reload;
 mod suite_scale;
 mod suite_stdio;
+mod suite_ws;
 mod timed_guardian;
 
 use std::net::SocketAddr;
@@ -244,11 +247,12 @@ fn run(args: &BenchArgs) -> Result<String, String> {
             "http" => suite_http::run(args, &context),
             "guardian" => suite_guardian::run(args, &context),
             "scale" => suite_scale::run(args, &context),
+            "ws" => suite_ws::run(args, &context),
             "aggregate" => suite_aggregate::run(args, &context),
             "reload" => suite_reload::run(args, &context),
             other => {
                 return Err(format!(
-                    "unknown suite {other:?} (stdio, http, guardian, scale, aggregate, reload)"
+                    "unknown suite {other:?} (stdio, http, guardian, scale, aggregate, reload, ws)"
                 ))
             }
         };

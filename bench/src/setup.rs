@@ -75,6 +75,8 @@ pub enum Listen {
         address: String,
         max_sessions: usize,
     },
+    /// MCP over WebSocket on `address` at `/mcp`.
+    Ws { address: String },
 }
 
 /// Where the proxy's MCP server is.
@@ -127,6 +129,9 @@ impl ProxySetup {
             } => format!(
                 "transport = \"http\"\naddress = {address:?}\npath = \"/mcp\"\nmax_sessions = {max_sessions}\n"
             ),
+            Listen::Ws { address } => {
+                format!("transport = \"ws\"\naddress = {address:?}\npath = \"/mcp\"\n")
+            }
         };
         // Over HTTP the caller the Rego library decides on is a principal:
         // a named token (`BENCH_TOKEN`, written by `write_tokens`).
