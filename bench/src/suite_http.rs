@@ -4,6 +4,8 @@
 //! every round; each run starts the gateway afresh.
 
 use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
 
 use crate::client::PhaseRun;
@@ -25,7 +27,34 @@ const TARGET_CPU_AT_16_US: f64 = 60.0;
 const TARGET_GOVERNANCE_P50_US: f64 = 20.0;
 
 /// A phase: its name, requests in flight, calls.
-type Phase = (String, usize, usize);
+pub type Phase = (String, usize, usize);
+
+/// The load of a suite over a network transport, for its parameters line.
+pub fn load_parameters(args: &BenchArgs) -> String {
+    format!(
+        "{} rounds; per run: {} sequential warm-up calls, {} sequential calls, {} calls at each of {:?} in flight",
+        args.rounds, args.warmup, args.http_sequential, args.http_calls, args.in_flight,
+    )
+}
+
+/// The request size and acs-proxy's governance, for a parameters line.
+pub fn governance_parameters(args: &BenchArgs) -> String {
+    format!(
+        "{}-byte tools/call requests; acs-proxy: embedded Guardian, {}, tools_call = \"both\", inventory on, audit fsync = \"batch\"",
+        args.request_bytes,
+        args.policy_label(),
+    )
+}
+
+/// The phases of a suite over a network transport: `--http-sequential`
+/// calls one at a time, then `--http-calls` at each of `--in-flight`.
+pub fn phases(args: &BenchArgs) -> Vec<Phase> {
+    let mut phases: Vec<Phase> = vec![("sequential".into(), 1, args.http_sequential)];
+    for &n in &args.in_flight {
+        phases.push((format!("{n} in flight"), n, args.http_calls));
+    }
+    phases
+}
 
 /// Runs the suite and returns its report section.
 pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
@@ -34,10 +63,7 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
     for note in &notes {
         eprintln!("acs-proxy-bench: {note}");
     }
-    let mut phases: Vec<Phase> = vec![("sequential".into(), 1, args.http_sequential)];
-    for &n in &args.in_flight {
-        phases.push((format!("{n} in flight"), n, args.http_calls));
-    }
+    let phases = phases(args);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -71,23 +97,38 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
     let mut md = report.markdown();
     let _ = writeln!(
         md,
-        "\n- parameters: {} rounds; per run: {} sequential warm-up calls, {} sequential calls, {} calls at each of {:?} in flight, \
-         one keep-alive HTTP/1.1 connection per in-flight request, all in one MCP session; {}-byte tools/call requests; \
-         acs-proxy: embedded Guardian, {}, tools_call = \"both\", inventory on, audit fsync = \"batch\"; \
+        "\n- parameters: {}, \
+         one keep-alive HTTP/1.1 connection per in-flight request, all in one MCP session; {}; \
          supergateway --stateful (one child per session); mcp-proxy (one child for all sessions){}",
-        args.rounds,
-        args.warmup,
-        args.http_sequential,
-        args.http_calls,
-        args.in_flight,
-        args.request_bytes,
-        args.policy_label(),
-        context.pin.as_ref().map_or(String::new(), |cpus| format!("; gateways pinned with taskset -c {cpus}")),
+        load_parameters(args),
+        governance_parameters(args),
+        context.pin.as_ref().map_or(String::new(), |cpus| format!(
+            "; gateways pinned with taskset -c {cpus}"
+        )),
     );
     for note in notes {
         let _ = writeln!(md, "- note: {note}");
     }
     Ok(md)
+}
+
+/// Starts a gateway's `command`, pinned like every spawned process, logging
+/// at `warn` to `log`, and waits until it accepts connections on `addr`.
+pub fn start_gateway(
+    context: &Context,
+    name: &str,
+    command: Vec<String>,
+    addr: SocketAddr,
+    log: &Path,
+) -> Result<Service, String> {
+    let mut process = Service::spawn(
+        name,
+        &context.pinned(command),
+        &[("ACS_PROXY_LOG", "warn")],
+        log,
+    )?;
+    process.wait_ready(addr, Duration::from_secs(60))?;
+    Ok(process)
 }
 
 /// One gateway in front of one server: start, initialize, warm up, the
@@ -106,14 +147,7 @@ fn run_one(
     let launch = gateway.launch(args, server, &addr.to_string(), &context.work, &tag)?;
     let log = context.work.join(format!("stderr-{tag}.log"));
     let fail = |what: String| format!("{tag}: {what} (log in {})", log.display());
-    let mut process = Service::spawn(
-        gateway.title(),
-        &context.pinned(launch.command.clone()),
-        &[("ACS_PROXY_LOG", "warn")],
-        &log,
-    )?;
-    process
-        .wait_ready(addr, Duration::from_secs(60))
+    let process = start_gateway(context, gateway.title(), launch.command.clone(), addr, &log)
         .map_err(&fail)?;
     let endpoint = Endpoint {
         addr,

@@ -24,9 +24,10 @@ use crate::context::{absolute, BenchArgs, Context};
 use crate::http_client::{answer_of, EchoCall, PROTOCOL_VERSION};
 use crate::procfs::Tree;
 use crate::report::{PhaseResult, RunResult};
-use crate::service::{self, Service};
+use crate::service;
 use crate::setup::{Decider, Listen, ProxySetup, Server, Upstream};
 use crate::stats::{median, range};
+use crate::suite_http::{governance_parameters, load_parameters, phases, start_gateway, Phase};
 use crate::suite_stdio::{count_lines, verify_audit};
 
 /// The client's end of the gateway's WebSocket.
@@ -35,18 +36,12 @@ type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 /// How long the client waits for any one message before giving up.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A phase: its name, requests in flight, calls.
-type Phase = (String, usize, usize);
-
 /// Runs the suite and returns its report section.
 pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
     if matches!(args.embedded()?, Decider::Rego) {
         return Err("the ws suite measures the TOML rules (--policy rules)".into());
     }
-    let mut phases: Vec<Phase> = vec![("sequential".into(), 1, args.http_sequential)];
-    for &n in &args.in_flight {
-        phases.push((format!("{n} in flight"), n, args.http_calls));
-    }
+    let phases = phases(args);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -100,15 +95,7 @@ fn run_one(
         "--config".into(),
         absolute(&config),
     ];
-    let mut process = Service::spawn(
-        "acs-proxy",
-        &context.pinned(command),
-        &[("ACS_PROXY_LOG", "warn")],
-        &log,
-    )?;
-    process
-        .wait_ready(addr, Duration::from_secs(60))
-        .map_err(&fail)?;
+    let process = start_gateway(context, "acs-proxy", command, addr, &log).map_err(&fail)?;
     let echo = EchoCall::new(server.argument, args.request_bytes);
     let url = format!("ws://{addr}/mcp");
     let mut socket = runtime
@@ -289,20 +276,12 @@ fn markdown(
     }
     let _ = writeln!(
         md,
-        "\n- parameters: {} rounds; per run: {} sequential warm-up calls, {} sequential calls, {} calls at each of {:?} in flight, \
-         one WebSocket (subprotocol `mcp`) for the one MCP session; {}-byte tools/call requests; \
-         acs-proxy: embedded Guardian, {}, tools_call = \"both\", inventory on, audit fsync = \"batch\"{}",
-        args.rounds,
-        args.warmup,
-        args.http_sequential,
-        args.http_calls,
-        args.in_flight,
-        args.request_bytes,
-        args.policy_label(),
-        context
-            .pin
-            .as_ref()
-            .map_or(String::new(), |cpus| format!("; acs-proxy pinned with taskset -c {cpus}")),
+        "\n- parameters: {}, one WebSocket (subprotocol `mcp`) for the one MCP session; {}{}",
+        load_parameters(args),
+        governance_parameters(args),
+        context.pin.as_ref().map_or(String::new(), |cpus| format!(
+            "; acs-proxy pinned with taskset -c {cpus}"
+        )),
     );
     md
 }
