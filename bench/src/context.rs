@@ -66,6 +66,11 @@ pub struct BenchArgs {
     /// Policy rules in the proxy's configuration (embedded Guardian).
     #[arg(long, default_value_t = 20)]
     pub rules: usize,
+    /// The guardian suite's Guardian decides every request twice, on two
+    /// Guardians with their own state: its work on the shared core
+    /// doubled, to see how much of acs-proxy's figures depends on it.
+    #[arg(long)]
+    pub guardian_twice: bool,
     /// Servers to run: demo, everything.
     #[arg(long, value_delimiter = ',', default_values_t = ["demo".to_owned(), "everything".to_owned()])]
     pub servers: Vec<String>,

@@ -91,6 +91,10 @@ enum Helper {
         /// reply of about this many bytes (the exchange floor's peer).
         #[arg(long)]
         echo_reply_bytes: Option<usize>,
+        /// Decide every request twice, on a second Guardian with its own
+        /// state, and answer with the first's reply.
+        #[arg(long, conflicts_with = "echo_reply_bytes")]
+        decide_twice: bool,
     },
     /// Times sequential exchanges through acs-proxy's Guardian transports
     /// with an echoing Guardian; prints what it measured as JSON.
@@ -146,10 +150,14 @@ fn main() {
             secret_b64,
             stdio,
             echo_reply_bytes,
+            decide_twice,
         }) => {
-            let answering = match echo_reply_bytes {
-                Some(bytes) => timed_guardian::Answering::Echo(exchange_floor::reply_body(bytes)),
-                None => timed_guardian::Answering::Decide,
+            let answering = match (echo_reply_bytes, decide_twice) {
+                (Some(bytes), _) => {
+                    timed_guardian::Answering::Echo(exchange_floor::reply_body(bytes))
+                }
+                (None, false) => timed_guardian::Answering::Decide,
+                (None, true) => timed_guardian::Answering::DecideTwice,
             };
             base64::engine::general_purpose::STANDARD
                 .decode(secret_b64.trim())

@@ -61,14 +61,14 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
         .ok_or("the guardian suite needs the demo server (--servers demo)")?;
     let secret_file = context.work.join("guardian-secret");
     std::fs::write(&secret_file, SECRET).map_err(|e| format!("{}: {e}", secret_file.display()))?;
-    let (_guardian, addr) = start_guardian(context)?;
+    let (_guardian, addr) = start_guardian(args, context)?;
     let url = format!("http://{addr}/acs");
     let mut phases = vec![("sequential".to_owned(), 1usize, args.sequential)];
     for &n in &args.in_flight {
         phases.push((format!("{n} in flight"), n, args.pipelined));
     }
     let stdio_addr_file = context.work.join("guardian-stdio-addr");
-    let stdio_guardian = context.pinned(vec![
+    let mut stdio_guardian = vec![
         crate::context::absolute(&context.bench),
         "serve-guardian".into(),
         "--stdio".into(),
@@ -76,7 +76,9 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
         crate::context::absolute(&stdio_addr_file),
         "--secret-b64".into(),
         base64::engine::general_purpose::STANDARD.encode(SECRET),
-    ]);
+    ];
+    stdio_guardian.extend(twice(args));
+    let stdio_guardian = context.pinned(stdio_guardian);
     let mut runs: [Vec<RunResult>; 4] = Default::default();
     for round in 0..args.rounds {
         for turn in 0..PATHS.len() {
@@ -200,18 +202,20 @@ fn measure_floors(
 }
 
 /// Starts the timed Guardian and waits for its address.
-fn start_guardian(context: &Context) -> Result<(Service, SocketAddr), String> {
+fn start_guardian(args: &BenchArgs, context: &Context) -> Result<(Service, SocketAddr), String> {
     let addr_file = context.work.join("guardian-addr");
     let _ = std::fs::remove_file(&addr_file);
     let secret = base64::engine::general_purpose::STANDARD.encode(SECRET);
-    let command = context.pinned(vec![
+    let mut command = vec![
         crate::context::absolute(&context.bench),
         "serve-guardian".into(),
         "--addr-file".into(),
         crate::context::absolute(&addr_file),
         "--secret-b64".into(),
         secret,
-    ]);
+    ];
+    command.extend(twice(args));
+    let command = context.pinned(command);
     let service = Service::spawn(
         "timed Guardian",
         &command,
@@ -220,6 +224,11 @@ fn start_guardian(context: &Context) -> Result<(Service, SocketAddr), String> {
     )?;
     let addr = wait_for_addr_file(&addr_file, Duration::from_secs(30))?;
     Ok((service, addr))
+}
+
+/// The deciding Guardians' extra argument under `--guardian-twice`.
+fn twice(args: &BenchArgs) -> Option<String> {
+    args.guardian_twice.then(|| "--decide-twice".to_owned())
 }
 
 /// Reads `HOST:PORT` from `path` once a helper has written it.
@@ -386,8 +395,13 @@ fn markdown(
          proxy: tools_call = \"both\", inventory on, audit fsync = \"batch\"; embedded: {} rules; remote: \
          `[guardian] batch = true` (both hooks of a call in one request, over HTTP or stdio), HMAC-SHA256 signing both ways; \
          Guardian service time = its `Guardian::handle` (verify, chain, decide, sign) per POST, timed on its side; \
-         Guardian process CPU = all its threads' CPU over the phase (service, transport, wake-ups)",
+         Guardian process CPU = all its threads' CPU over the phase (service, transport, wake-ups){}",
         args.rounds, args.warmup, args.sequential, args.pipelined, args.in_flight, args.rules,
+        if args.guardian_twice {
+            "; `--guardian-twice`: the Guardian decides every request twice (the service time counts both)"
+        } else {
+            ""
+        },
     );
     md
 }

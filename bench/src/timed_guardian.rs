@@ -78,11 +78,17 @@ pub enum Answering {
     Decide,
     /// Answers every request with this prepared reply, deciding nothing.
     Echo(Vec<u8>),
+    /// Decides every request on two test Guardians, each with its own
+    /// sessions and chains, and answers with the first's reply: the
+    /// Guardian's work doubled, the replies unchanged.
+    DecideTwice,
 }
 
 /// The Guardian and the service times of the current window.
 struct Timed {
     guardian: Guardian,
+    /// The second Guardian of [`Answering::DecideTwice`].
+    second: Option<Guardian>,
     answering: Answering,
     times: Mutex<Vec<u64>>,
     /// Request and reply bytes of the current window.
@@ -101,20 +107,13 @@ pub fn serve(
     stdio: bool,
     answering: Answering,
 ) -> Result<(), String> {
-    let script = Script::parse(r#"{"batch": true}"#).map_err(|e| format!("script: {e}"))?;
+    let second = match answering {
+        Answering::DecideTwice => Some(allow_everything(secret.clone(), stdio)?),
+        _ => None,
+    };
     let timed = Arc::new(Timed {
-        guardian: Guardian::new(Config {
-            secret,
-            script,
-            transport: if stdio {
-                Transport::Stdio
-            } else {
-                Transport::Http
-            },
-            default_key_id: "default".into(),
-            recorder: None,
-            verbose: false,
-        }),
+        guardian: allow_everything(secret, stdio)?,
+        second,
         answering,
         times: Mutex::new(Vec::with_capacity(1 << 20)),
         bytes: Mutex::new((0, 0)),
@@ -189,6 +188,23 @@ fn serve_stdio(timed: &Timed) -> Result<(), String> {
     Ok(())
 }
 
+/// The test Guardian allowing everything, batches on.
+fn allow_everything(secret: Vec<u8>, stdio: bool) -> Result<Guardian, String> {
+    let script = Script::parse(r#"{"batch": true}"#).map_err(|e| format!("script: {e}"))?;
+    Ok(Guardian::new(Config {
+        secret,
+        script,
+        transport: if stdio {
+            Transport::Stdio
+        } else {
+            Transport::Http
+        },
+        default_key_id: "default".into(),
+        recorder: None,
+        verbose: false,
+    }))
+}
+
 impl Timed {
     /// Decides one request body (or echoes), recording how long it took
     /// and the bytes that came and went.
@@ -196,6 +212,12 @@ impl Timed {
         let started = Instant::now();
         let reply = match &self.answering {
             Answering::Decide => self.guardian.handle(body).reply,
+            Answering::DecideTwice => {
+                if let Some(second) = &self.second {
+                    std::hint::black_box(second.handle(body));
+                }
+                self.guardian.handle(body).reply
+            }
             Answering::Echo(reply) => Reply::Send(reply.clone()),
         };
         let elapsed = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
