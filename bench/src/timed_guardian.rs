@@ -211,8 +211,7 @@ impl Timed {
     fn time(&self, body: &[u8]) -> Reply {
         let started = Instant::now();
         let reply = match &self.answering {
-            Answering::Decide => self.guardian.handle(body).reply,
-            Answering::DecideTwice => {
+            Answering::Decide | Answering::DecideTwice => {
                 if let Some(second) = &self.second {
                     std::hint::black_box(second.handle(body));
                 }
