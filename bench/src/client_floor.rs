@@ -19,28 +19,17 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use acs_proxy::config::Config;
 use acs_proxy::guardian::remote::RemoteGuardian;
-use acs_proxy::guardian::{BatchAnswer, Guardian};
-use acs_proxy::hooks::tool_call::{ToolCallRequest, ToolCallResult};
-use acs_proxy::hooks::{HookPayload, HookRequest, Identity, IdentityDescriptor, Metadata};
-use acs_proxy::jsonrpc::MessageTree;
-use bytes::Bytes;
+use acs_proxy::guardian::Guardian;
+use acs_proxy_bench::guardian_call::{metadata, Call, MCP_VERSION};
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use crate::context::Context;
 use crate::stats::percentile;
 use crate::timed_guardian::{fetch_stats, StatsAt};
-
-/// The MCP revision the sessions announce.
-const MCP_VERSION: &str = "2025-06-18";
-
-/// How long one batch may take before the run is abandoned.
-const BATCH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What one run of the client floor measured, per sequential call (two
 /// batches).
@@ -133,110 +122,6 @@ async fn measure_calls(
     })
 }
 
-/// A stdio session's metadata as acs-proxy fills it when no agent id or
-/// environment is configured, the caller the OS user it runs as (here
-/// root, as on the benchmark machine): the same members, about the same
-/// bytes.
-fn metadata() -> Metadata {
-    Metadata {
-        agent_id: "unknown-agent".into(),
-        session_id: Uuid::new_v4(),
-        environment: None,
-        user: Some(Arc::new(Identity {
-            user_id: "root".into(),
-            roles: Vec::new(),
-            tenant: None,
-            descriptor: IdentityDescriptor::PosixUid {
-                uid: 0,
-                user: Some("root".into()),
-            },
-        })),
-    }
-}
-
-/// One `tools/call` to the demo server's `echo` and its answer, read once;
-/// each call asks about them under fresh hooks, as acs-proxy does.
-struct Call {
-    tool: Arc<str>,
-    request: HookPayload,
-    request_step: HookPayload,
-    response: HookPayload,
-    response_step: HookPayload,
-}
-
-impl Call {
-    fn new(request_bytes: usize) -> Result<Self, String> {
-        let provider: Arc<str> = Arc::from("demo");
-        let tool: Arc<str> = Arc::from("echo");
-        let head = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":""#;
-        let tail = r#""}}}"#;
-        let text = "x".repeat(request_bytes.saturating_sub(head.len() + tail.len()));
-        let request = read(format!("{head}{text}{tail}"))?;
-        let response = read(format!(
-            r#"{{"jsonrpc":"2.0","id":1,"result":{{"content":[{{"type":"text","text":"{text}"}}]}}}}"#
-        ))?;
-        let request_step = ToolCallRequest::read(&request, &provider)
-            .ok_or("the tools/call names no tool")?
-            .into();
-        let response_step = ToolCallResult::read(
-            &response,
-            Arc::clone(&tool),
-            &provider,
-            Some(Uuid::nil()),
-            0,
-        )
-        .into();
-        Ok(Self {
-            tool,
-            request: request.into(),
-            request_step,
-            response: response.into(),
-            response_step,
-        })
-    }
-
-    /// The call's two batches, each answered `allow` for both its hooks.
-    async fn decide(&self, guardian: &RemoteGuardian, metadata: &Metadata) -> Result<(), String> {
-        for (message, step, step_method) in [
-            (&self.request, &self.request_step, "steps/toolCallRequest"),
-            (&self.response, &self.response_step, "steps/toolCallResult"),
-        ] {
-            let hooks = [
-                self.hook("protocols/MCP/tools/call", message),
-                self.hook(step_method, step),
-            ];
-            let asked: Vec<&HookRequest> = hooks.iter().collect();
-            let answer =
-                tokio::time::timeout(BATCH_TIMEOUT, guardian.decide_batch(&asked, metadata))
-                    .await
-                    .map_err(|_| format!("the Guardian did not answer within {BATCH_TIMEOUT:?}"))?;
-            let BatchAnswer::Answers(answers) = answer else {
-                return Err("the Guardian does not take batches".into());
-            };
-            for decision in answers {
-                let decision = decision.map_err(|e| format!("decision: {e}"))?;
-                if decision.decision.as_str() != "allow" {
-                    return Err(format!(
-                        "the Guardian answered {}",
-                        decision.decision.as_str()
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn hook(&self, method: &'static str, payload: &HookPayload) -> HookRequest {
-        HookRequest::new(method, payload.clone(), Some(Arc::clone(&self.tool)))
-    }
-}
-
-fn read(line: String) -> Result<Arc<MessageTree>, String> {
-    MessageTree::parse(Bytes::from(line))
-        .map(Arc::new)
-        .map_err(|e| format!("bench message: {e}"))
-}
-
 /// Measures the client floor over HTTP and over stdio with the suite's own
 /// remote configurations (`configs`: `[HTTP, stdio]`); the HTTP Guardian
 /// serves `/stats` at `http_stats`, the stdio one writes its address to
@@ -294,31 +179,5 @@ pub fn stats_at(addr: Option<SocketAddr>, file: Option<PathBuf>) -> Result<Stats
         (Some(addr), None) => Ok(StatsAt::Addr(addr)),
         (None, Some(file)) => Ok(StatsAt::File(file)),
         _ => Err("client-floor: give one of --stats-addr and --stats-addr-file".into()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_call_is_a_tools_call_line_of_the_asked_size() {
-        for bytes in [200, 1000] {
-            let call = Call::new(bytes).unwrap();
-            let HookPayload::Message(request) = &call.request else {
-                panic!("the wrapped hook carries the message itself");
-            };
-            assert_eq!(request.bytes().len(), bytes);
-            assert_eq!(
-                request
-                    .root()
-                    .get("params")
-                    .and_then(|p| p.get("name"))
-                    .and_then(|n| n.as_str()),
-                Some("echo")
-            );
-            let hook = call.hook("steps/toolCallRequest", &call.request_step);
-            assert_eq!(hook.tool.as_deref(), Some("echo"));
-        }
     }
 }

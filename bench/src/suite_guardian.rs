@@ -11,6 +11,15 @@
 //! around the Guardian: signing, verifying, the HTTP exchange, enforcement,
 //! audit.
 //!
+//! Two more paths run the sequential phase only: `acs-proxy-bare-relay
+//! --ask-guardian` with each remote Guardian, the relay asking the Guardian
+//! about every call through acs-proxy's own ACS client in the same process,
+//! with nothing else of governance (no policy, hooks of the live message,
+//! audit). Measured like the gateway, it is the floor of the targets'
+//! figure with the relay, the ACS client and the Guardian on one core
+//! together; what acs-proxy adds beyond it is its governance around the
+//! exchanges.
+//!
 //! After the rounds, two floors are measured under the targets' figure:
 //! [`crate::exchange_floor`], the exchanges alone (acs-proxy's transports,
 //! an echoing Guardian, the bodies' sizes from the sequential phase), and
@@ -42,15 +51,22 @@ const TARGET_BEYOND_GUARDIAN_STDIO_US: f64 = 60.0;
 /// The shared secret of the benchmark Guardian (32 bytes; not a real key).
 const SECRET: &[u8; 32] = b"acs-proxy-bench shared secret 32";
 
-/// The four paths, in report order.
-const PATHS: [&str; 4] = [
+/// The paths, in report order.
+const PATHS: [&str; 6] = [
     "direct",
     "embedded Guardian",
     "remote Guardian (HTTP)",
     "remote Guardian (stdio)",
+    "bare relay + remote Guardian (HTTP)",
+    "bare relay + remote Guardian (stdio)",
 ];
 const REMOTE_HTTP: usize = 2;
 const REMOTE_STDIO: usize = 3;
+const RELAY_HTTP: usize = 4;
+const RELAY_STDIO: usize = 5;
+
+/// Every path's runs, round by round.
+type Runs = [Vec<RunResult>; PATHS.len()];
 
 /// Runs the suite and returns its report section.
 pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
@@ -79,30 +95,41 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
     ];
     stdio_guardian.extend(twice(args));
     let stdio_guardian = context.pinned(stdio_guardian);
-    let mut runs: [Vec<RunResult>; 4] = Default::default();
+    let mut runs: Runs = Default::default();
     for round in 0..args.rounds {
         for turn in 0..PATHS.len() {
             let path = (turn + round) % PATHS.len();
+            let http = || Decider::Remote {
+                url: url.clone(),
+                secret_file: secret_file.clone(),
+            };
+            let stdio = || Decider::RemoteStdio {
+                command: stdio_guardian.clone(),
+                secret_file: secret_file.clone(),
+            };
             let front = match path {
                 0 => Front::Nothing,
                 1 => Front::Proxy(Decider::Embedded { rules: args.rules }),
-                REMOTE_HTTP => Front::Proxy(Decider::Remote {
-                    url: url.clone(),
-                    secret_file: secret_file.clone(),
-                }),
-                _ => Front::Proxy(Decider::RemoteStdio {
-                    command: stdio_guardian.clone(),
-                    secret_file: secret_file.clone(),
-                }),
+                REMOTE_HTTP => Front::Proxy(http()),
+                REMOTE_STDIO => Front::Proxy(stdio()),
+                RELAY_HTTP => Front::GuardianRelay(http()),
+                _ => Front::GuardianRelay(stdio()),
             };
             let tag = tag(path, round);
             let guardian = match path {
-                REMOTE_HTTP => Some(StatsAt::Addr(addr)),
-                REMOTE_STDIO => {
+                REMOTE_HTTP | RELAY_HTTP => Some(StatsAt::Addr(addr)),
+                REMOTE_STDIO | RELAY_STDIO => {
                     let _ = std::fs::remove_file(&stdio_addr_file);
                     Some(StatsAt::File(stdio_addr_file.clone()))
                 }
                 _ => None,
+            };
+            // The relay asks about one call at a time: its floor is the
+            // sequential one.
+            let phases = if path >= RELAY_HTTP {
+                &phases[..1]
+            } else {
+                &phases[..]
             };
             let result = run_one(
                 args,
@@ -111,7 +138,7 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
                 front,
                 &tag,
                 round == 0,
-                &phases,
+                phases,
                 guardian,
             )?;
             eprintln!(
@@ -132,7 +159,14 @@ pub fn run(args: &BenchArgs, context: &Context) -> Result<String, String> {
 fn tag(path: usize, round: usize) -> String {
     format!(
         "guardian-{}-r{round}",
-        ["direct", "embedded", "remote", "remote-stdio"][path]
+        [
+            "direct",
+            "embedded",
+            "remote",
+            "remote-stdio",
+            "relay-remote",
+            "relay-remote-stdio"
+        ][path]
     )
 }
 
@@ -151,7 +185,7 @@ struct Floors {
 fn measure_floors(
     args: &BenchArgs,
     context: &Context,
-    runs: &[Vec<RunResult>; 4],
+    runs: &Runs,
     http_guardian: SocketAddr,
     stdio_stats_file: &std::path::Path,
 ) -> Result<Option<Floors>, String> {
@@ -250,7 +284,7 @@ pub fn wait_for_addr_file(path: &std::path::Path, timeout: Duration) -> Result<S
 fn markdown(
     args: &BenchArgs,
     phases: &[(String, usize, usize)],
-    runs: &[Vec<RunResult>; 4],
+    runs: &Runs,
     floors: Option<&Floors>,
 ) -> String {
     let mut md =
@@ -262,6 +296,9 @@ fn markdown(
     let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (p, (phase, _, calls)) in phases.iter().enumerate() {
         for (path, title) in PATHS.iter().enumerate() {
+            if runs[path].iter().any(|r| r.phases.len() <= p) {
+                continue;
+            }
             let med = |metric: fn(&crate::report::PhaseResult) -> f64| {
                 median(runs[path].iter().map(|r| metric(&r.phases[p])))
             };
@@ -329,17 +366,8 @@ fn markdown(
             .into_iter()
             .enumerate()
         {
-            let beyond_guardian = |of: fn(&ServiceTimes) -> u64| {
-                median(runs[path].iter().zip(&runs[0]).map(|(r, d)| {
-                    let guardian = r
-                        .guardian
-                        .get(p)
-                        .map_or(0.0, |t| per_call_us(of(t), *calls));
-                    r.phases[p].p50_us - d.phases[p].p50_us - guardian
-                }))
-            };
-            let beyond = beyond_guardian(|t| t.total_ns);
-            let beyond_process = beyond_guardian(|t| t.process_cpu_ns);
+            let beyond = beyond_guardian(runs, path, p, *calls, |t| t.total_ns);
+            let beyond_process = beyond_guardian(runs, path, p, *calls, |t| t.process_cpu_ns);
             if p == 0 {
                 sequential_beyond[slot] = beyond;
             }
@@ -353,6 +381,7 @@ fn markdown(
             );
         }
     }
+    let relay_beyond = relay_floor_table(&mut md, runs, args.sequential, sequential_beyond);
     if let Some(floors) = floors {
         floor_table(&mut md, &floors.exchange, sequential_embedded);
         client_floor_table(&mut md, &floors.client, sequential_embedded);
@@ -360,9 +389,9 @@ fn markdown(
     let _ = writeln!(md, "\n### Targets (remote Guardian)\n");
     let _ = writeln!(
         md,
-        "| target | goal | measured | floor: two exchanges + the embedded path's added p50 | the ACS client alone + the embedded path's added p50 | status |"
+        "| target | goal | measured | floor: two exchanges + the embedded path's added p50 | the ACS client alone + the embedded path's added p50 | the bare relay asking the Guardian | status |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
     for (slot, (transport, goal)) in [
         ("HTTP", TARGET_BEYOND_GUARDIAN_HTTP_US),
         ("stdio", TARGET_BEYOND_GUARDIAN_STDIO_US),
@@ -385,7 +414,8 @@ fn markdown(
         });
         let _ = writeln!(
             md,
-            "| p50 added by acs-proxy beyond the Guardian's service time, over {transport} (sequential) | ≤ {goal} µs | {measured:.1} µs | {floor} | {client} | {} |",
+            "| p50 added by acs-proxy beyond the Guardian's service time, over {transport} (sequential) | ≤ {goal} µs | {measured:.1} µs | {floor} | {client} | {:.1} µs | {} |",
+            relay_beyond[slot],
             if measured <= goal { "met" } else { "**not met**" }
         );
     }
@@ -404,6 +434,65 @@ fn markdown(
         },
     );
     md
+}
+
+/// The median over rounds of what `path` added to a call's p50 in phase
+/// `p` over the direct run of the same round, less the Guardian's time per
+/// call that `of` reads.
+fn beyond_guardian(
+    runs: &Runs,
+    path: usize,
+    p: usize,
+    calls: usize,
+    of: fn(&ServiceTimes) -> u64,
+) -> f64 {
+    median(runs[path].iter().zip(&runs[0]).map(|(r, d)| {
+        let guardian = r.guardian.get(p).map_or(0.0, |t| per_call_us(of(t), calls));
+        r.phases[p].p50_us - d.phases[p].p50_us - guardian
+    }))
+}
+
+/// The relay floor's table: the bare relay asking each remote Guardian
+/// about every sequential call, beside acs-proxy's figure (`gateway`,
+/// `[HTTP, stdio]`); returns the floor's figure per transport.
+fn relay_floor_table(md: &mut String, runs: &Runs, calls: usize, gateway: [f64; 2]) -> [f64; 2] {
+    let _ = writeln!(
+        md,
+        "\n### The relay floor (the bare relay asking the remote Guardian about every call through acs-proxy's ACS client, one process, nothing else of governance; sequential, paired per round)\n"
+    );
+    let _ = writeln!(
+        md,
+        "| transport | added p50 over direct µs | Guardian service/call µs | p50 beyond the service µs | relay CPU/call µs | acs-proxy: beyond the service µs | acs-proxy − relay floor µs | acs-proxy CPU/call µs |"
+    );
+    let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|");
+    let mut floors = [f64::NAN; 2];
+    for (slot, (relay, remote, transport)) in [
+        (RELAY_HTTP, REMOTE_HTTP, "HTTP"),
+        (RELAY_STDIO, REMOTE_STDIO, "stdio"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let beyond = beyond_guardian(runs, relay, 0, calls, |t| t.total_ns);
+        floors[slot] = beyond;
+        let cpu = |path: usize| median(runs[path].iter().map(|r| r.phases[0].root_cpu_us));
+        let _ = writeln!(
+            md,
+            "| {transport} | {:.1} | {:.1} | {beyond:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            median(
+                runs[relay]
+                    .iter()
+                    .zip(&runs[0])
+                    .map(|(r, d)| r.phases[0].p50_us - d.phases[0].p50_us)
+            ),
+            guardian_median(&runs[relay], 0, |t, _| per_call_us(t.total_ns, calls)),
+            cpu(relay),
+            gateway[slot],
+            gateway[slot] - beyond,
+            cpu(remote),
+        );
+    }
+    floors
 }
 
 /// The exchange floor's table: one exchange of each transport alone, and

@@ -85,6 +85,9 @@ pub enum Front {
     Nothing,
     /// `acs-proxy-bare-relay`, with the configuration acs-proxy would get.
     BareRelay,
+    /// `acs-proxy-bare-relay --ask-guardian` with this remote Guardian: the
+    /// relay asking it about every call, nothing else of governance.
+    GuardianRelay(Decider),
     /// acs-proxy with full governance and this Guardian.
     Proxy(Decider),
 }
@@ -119,6 +122,15 @@ pub fn run_one(
                 absolute(&context.bare_relay),
                 "--config".into(),
                 absolute(&config),
+            ]
+        }
+        Front::GuardianRelay(decider) => {
+            let config = write_config(context, server, &audit, tag, decider)?;
+            vec![
+                absolute(&context.bare_relay),
+                "--config".into(),
+                absolute(&config),
+                "--ask-guardian".into(),
             ]
         }
         Front::Proxy(decider) => {
