@@ -8,8 +8,10 @@
 //!   (proxied) and speaks MCP over its stdin/stdout;
 //! - `http`: Streamable HTTP → stdio server, through acs-proxy (full
 //!   governance), `supergateway` and `mcp-proxy`;
-//! - `guardian`: stdio → stdio with a remote ACS Guardian over HTTP, its
-//!   own service time measured on its side;
+//! - `guardian`: stdio → stdio with the embedded Guardian and a remote ACS
+//!   Guardian over HTTP and over stdio, its own service time measured on
+//!   its side, beside the bare relay asking the same Guardian (the floor of
+//!   its figure);
 //! - `scale`: thousands of idle HTTP sessions held at once, then hundreds
 //!   active;
 //! - `aggregate`: stdio → the demo server as a plain route and as one of
