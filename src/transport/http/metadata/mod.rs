@@ -9,6 +9,8 @@
 //!   `tools/list` results the proxy relays or reads itself.
 //! - [`expected`]: the headers a given body calls for.
 
+use axum::http::HeaderName;
+
 pub mod encoding;
 pub mod expected;
 pub mod params;
@@ -16,6 +18,9 @@ pub mod registry;
 
 /// `MCP-Protocol-Version`.
 pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+/// `MCP-Protocol-Version` as a header name: a lookup by a parsed name
+/// skips re-reading the string on every request.
+pub const PROTOCOL_VERSION_HEADER: HeaderName = HeaderName::from_static(PROTOCOL_VERSION);
 /// `Mcp-Method`: the body's `method`.
 pub const MCP_METHOD: &str = "mcp-method";
 /// `Mcp-Name`: `params.name`, `params.uri` or `params.taskId`.

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::events::SESSION_HEADER;
 use crate::jsonrpc::Message;
-use crate::transport::http::metadata::{is_stateless, META_VERSION, PROTOCOL_VERSION};
+use crate::transport::http::metadata::{is_stateless, META_VERSION, PROTOCOL_VERSION_HEADER};
 
 /// Protocol revisions the session era serves, oldest first.
 pub(crate) const SUPPORTED_VERSIONS: [&str; 4] =
@@ -22,7 +22,7 @@ pub(crate) const SUPPORTED_VERSIONS: [&str; 4] =
 /// Whether the request's `MCP-Protocol-Version` names a stateless revision.
 pub(crate) fn announces_stateless(headers: &HeaderMap) -> bool {
     headers
-        .get(PROTOCOL_VERSION)
+        .get(PROTOCOL_VERSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| is_stateless(v.trim()))
 }
@@ -33,7 +33,10 @@ pub(crate) fn is_stateless_post(headers: &HeaderMap, messages: &[Message], batch
     if announces_stateless(headers) {
         return true;
     }
-    if batch || headers.contains_key(PROTOCOL_VERSION) || headers.contains_key(SESSION_HEADER) {
+    if batch
+        || headers.contains_key(PROTOCOL_VERSION_HEADER)
+        || headers.contains_key(SESSION_HEADER)
+    {
         return false;
     }
     let [message] = messages else {
@@ -70,9 +73,15 @@ mod tests {
     #[test]
     fn the_header_decides_first() {
         let mut headers = HeaderMap::new();
-        headers.insert(PROTOCOL_VERSION, HeaderValue::from_static("2026-07-28"));
+        headers.insert(
+            PROTOCOL_VERSION_HEADER,
+            HeaderValue::from_static("2026-07-28"),
+        );
         assert!(is_stateless_post(&headers, &message(LEGACY), false));
-        headers.insert(PROTOCOL_VERSION, HeaderValue::from_static("2025-06-18"));
+        headers.insert(
+            PROTOCOL_VERSION_HEADER,
+            HeaderValue::from_static("2025-06-18"),
+        );
         assert!(!is_stateless_post(&headers, &message(MODERN), false));
     }
 

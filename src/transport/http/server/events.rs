@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::stream::BoxStream;
@@ -21,8 +21,8 @@ use super::routing::Event;
 /// notices clients that are gone.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// `Mcp-Session-Id`.
-pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
+/// `Mcp-Session-Id`, parsed once rather than on every lookup.
+pub(crate) const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
 
 /// `id: <stream>-<seq>` and the message as `data` (empty for a priming event).
 pub(crate) fn encode(event: &Event) -> Bytes {

@@ -53,12 +53,11 @@ use super::shared::Shared;
 use super::stateless;
 use crate::jsonrpc::{codes, peek_frame_within, Frame, Message, MessageKind, PeekError};
 use crate::telemetry::Carrier;
+use crate::transport::http::metadata::PROTOCOL_VERSION_HEADER;
 use crate::transport::writer::Divert;
 
 /// How long DELETE waits for the session's audit chain to be sealed.
 const SEAL_WAIT: Duration = Duration::from_secs(5);
-
-const VERSION_HEADER: &str = "mcp-protocol-version";
 
 /// Dispatches one request to the endpoint by method.
 pub(crate) async fn endpoint(
@@ -104,7 +103,7 @@ fn session_of(shared: &Shared, route: &str, parts: &Parts) -> Result<Arc<HttpSes
 /// `MCP-Protocol-Version`: absent is fine (2025-03-26 is assumed); present
 /// must be the negotiated version or one this endpoint supports.
 fn check_version(headers: &HeaderMap, negotiated: Option<&str>) -> Result<(), Refused> {
-    let Some(value) = headers.get(VERSION_HEADER) else {
+    let Some(value) = headers.get(PROTOCOL_VERSION_HEADER) else {
         return Ok(());
     };
     let version = value.to_str().unwrap_or("").trim();
@@ -393,9 +392,15 @@ mod tests {
     fn versions() {
         let mut headers = HeaderMap::new();
         assert!(check_version(&headers, None).is_ok());
-        headers.insert(VERSION_HEADER, HeaderValue::from_static("2025-06-18"));
+        headers.insert(
+            PROTOCOL_VERSION_HEADER,
+            HeaderValue::from_static("2025-06-18"),
+        );
         assert!(check_version(&headers, Some("2025-11-25")).is_ok());
-        headers.insert(VERSION_HEADER, HeaderValue::from_static("2031-01-01"));
+        headers.insert(
+            PROTOCOL_VERSION_HEADER,
+            HeaderValue::from_static("2031-01-01"),
+        );
         assert!(check_version(&headers, Some("2031-01-01")).is_ok());
         let err = check_version(&headers, Some("2025-11-25")).unwrap_err();
         assert_eq!(err.status(), StatusCode::BAD_REQUEST);

@@ -31,6 +31,17 @@ pub(crate) fn trace_context(headers: &HeaderMap) -> Option<Carrier> {
     Carrier::from_headers(|name| headers.get(name).and_then(|value| value.to_str().ok()))
 }
 
+/// Whether an `Accept` parameter is `q=0` (the media type is refused).
+/// Every POST reads `Accept`, so media types and parameters are compared
+/// in place, case-insensitively, without copies.
+fn refuses(param: &str) -> bool {
+    let param = param.trim();
+    let Some((name, q)) = param.split_once('=') else {
+        return false;
+    };
+    name.trim_end().eq_ignore_ascii_case("q") && q.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
+}
+
 /// Parses `Accept`; an absent header accepts everything.
 pub(crate) fn accepts(headers: &HeaderMap) -> Accepts {
     let mut result = Accepts {
@@ -43,24 +54,18 @@ pub(crate) fn accepts(headers: &HeaderMap) -> Accepts {
         let Ok(value) = value.to_str() else { continue };
         for item in value.split(',') {
             let mut params = item.split(';');
-            let media = params.next().unwrap_or("").trim().to_ascii_lowercase();
-            let refused = params.any(|p| {
-                let p = p.trim().to_ascii_lowercase();
-                p.strip_prefix("q=")
-                    .and_then(|q| q.trim().parse::<f32>().ok())
-                    .is_some_and(|q| q <= 0.0)
-            });
-            if refused {
+            let media = params.next().unwrap_or("").trim();
+            if params.any(refuses) {
                 continue;
             }
-            match media.as_str() {
-                "*/*" => {
-                    result.json = true;
-                    result.sse = true;
-                }
-                "application/json" | "application/*" => result.json = true,
-                "text/event-stream" | "text/*" => result.sse = true,
-                _ => {}
+            let is = |name: &str| media.eq_ignore_ascii_case(name);
+            if is("*/*") {
+                result.json = true;
+                result.sse = true;
+            } else if is("application/json") || is("application/*") {
+                result.json = true;
+            } else if is("text/event-stream") || is("text/*") {
+                result.sse = true;
             }
         }
     }
@@ -181,6 +186,17 @@ mod tests {
             Accepts {
                 json: false,
                 sse: true
+            }
+        );
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("Application/JSON; Q=0.5, TEXT/Event-Stream;q=0.0"),
+        );
+        assert_eq!(
+            accepts(&headers),
+            Accepts {
+                json: true,
+                sse: false
             }
         );
         headers.insert(header::ACCEPT, HeaderValue::from_static("text/html"));
