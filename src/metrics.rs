@@ -308,6 +308,14 @@ impl Metrics {
             .observe(seconds);
     }
 
+    /// Observes a remote Guardian's round trip for `hook` that brought no
+    /// decision, under the failure's `reason`.
+    pub fn guardian_request_failed(&self, hook: &str, reason: &str, seconds: f64) {
+        self.guardian_request_seconds
+            .with_label_values(&[hook_label(hook), reason])
+            .observe(seconds);
+    }
+
     /// Observes one `tools/call` on `route` answered after `seconds`;
     /// `listed` says whether the session's inventory names `tool`.
     pub fn tool_call(&self, route: &str, tool: &str, listed: bool, seconds: f64) {

@@ -2,7 +2,8 @@
 //! once instead of looked up each time.
 //!
 //! A `tools/call` counts two messages and, per hook, a decision, its
-//! latency and an enforcement action. Looking each series up by its label
+//! latency and an enforcement action (and, asked of a remote Guardian, the
+//! round trip). Looking each series up by its label
 //! values hashes the labels and takes the family's lock every time; all
 //! of these labels come from small closed sets (enums, the known MCP
 //! methods, the hook methods the proxy emits), so each series has a fixed
@@ -72,6 +73,9 @@ static DECISIONS: Slots<IntCounter, { HOOKS * DISPOSITIONS * SOURCES }> = Slots:
 static DECISION_SECONDS: Slots<Histogram, { SOURCES * DISPOSITIONS }> = Slots::new();
 /// `acs_proxy_enforcement_total{action}`.
 static ENFORCEMENT: Slots<IntCounter, ACTIONS> = Slots::new();
+/// `acs_proxy_guardian_request_seconds{method,outcome}` of the requests a
+/// remote Guardian decided.
+static GUARDIAN_DECISIONS: Slots<Histogram, { HOOKS * DISPOSITIONS }> = Slots::new();
 
 impl Metrics {
     /// Counts one MCP message read from `direction` (as [`Metrics::message`]).
@@ -119,6 +123,23 @@ impl Metrics {
                     .with_label_values(&[source, outcome.as_str()])
             })
             .observe(seconds);
+    }
+
+    /// Observes a remote Guardian's round trip for a `hook` it decided
+    /// `decision` (`acs_proxy_guardian_request_seconds`); a failed one is
+    /// observed under its reason by [`Metrics::guardian_request_failed`].
+    pub fn observe_guardian_decision(&self, hook: &str, decision: Disposition, seconds: f64) {
+        let hook = hook_label(hook);
+        let resolve = || {
+            self.guardian_request_seconds
+                .with_label_values(&[hook, decision.as_str()])
+        };
+        match hook_slot(hook) {
+            Some(slot) => GUARDIAN_DECISIONS
+                .get(slot * DISPOSITIONS + disposition_slot(decision), resolve)
+                .observe(seconds),
+            None => resolve().observe(seconds),
+        }
     }
 
     /// Counts one enforcement action (as [`Metrics::enforcement`]).

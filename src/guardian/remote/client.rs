@@ -32,7 +32,7 @@ use crate::guardian::{
     BatchAnswer, Decision, DecisionSource, FailurePosture, Guardian, GuardianError, Negotiated,
 };
 use crate::hooks::{HookRequest, Metadata};
-use crate::metrics::{hook_label, METRICS};
+use crate::metrics::METRICS;
 
 /// What the remote Guardian needs besides its transport.
 pub struct RemoteSettings {
@@ -154,14 +154,7 @@ impl Guardian for RemoteGuardian {
         async move {
             let started = Instant::now();
             let result = self.decide_exchange(hook, metadata).await;
-            let outcome = match &result {
-                Ok(decision) => decision.decision.as_str(),
-                Err(err) => err.reason(),
-            };
-            METRICS
-                .guardian_request_seconds
-                .with_label_values(&[hook_label(&hook.method), outcome])
-                .observe(started.elapsed().as_secs_f64());
+            observe(hook, &result, started.elapsed().as_secs_f64());
             result
         }
         .boxed()
@@ -178,14 +171,7 @@ impl Guardian for RemoteGuardian {
             if let BatchAnswer::Answers(answers) = &answer {
                 let elapsed = started.elapsed().as_secs_f64();
                 for (hook, result) in hooks.iter().zip(answers) {
-                    let outcome = match result {
-                        Ok(decision) => decision.decision.as_str(),
-                        Err(err) => err.reason(),
-                    };
-                    METRICS
-                        .guardian_request_seconds
-                        .with_label_values(&[hook_label(&hook.method), outcome])
-                        .observe(elapsed);
+                    observe(hook, result, elapsed);
                 }
             }
             answer
@@ -200,5 +186,14 @@ impl Guardian for RemoteGuardian {
     fn close_session(&self, metadata: &Metadata) {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         sessions.remove(&metadata.session_id);
+    }
+}
+
+/// Observes one hook's round trip to the Guardian, by its decision or by
+/// why there was none.
+fn observe(hook: &HookRequest, result: &Result<Decision, GuardianError>, seconds: f64) {
+    match result {
+        Ok(decision) => METRICS.observe_guardian_decision(&hook.method, decision.decision, seconds),
+        Err(err) => METRICS.guardian_request_failed(&hook.method, err.reason(), seconds),
     }
 }
