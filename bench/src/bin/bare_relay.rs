@@ -19,7 +19,7 @@
 //! of the configuration's `[guardian]` what acs-proxy asks (the request's
 //! two hooks as one batch before forwarding the request, the answer's two
 //! before forwarding the answer), through acs-proxy's own remote Guardian
-//! client, about a prepared call of the same size (see
+//! client, about a prepared call the size of the first one relayed (see
 //! `acs_proxy_bench::guardian_call`). Relay and ACS client share one
 //! process and its caches, as in the gateway; what the gateway costs beyond
 //! this is its governance around the exchanges.
@@ -27,7 +27,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use acs_proxy::config::{Config, ListenTransport, UpstreamConfig};
@@ -202,7 +202,8 @@ impl SessionStarter for BareRelay {
 struct Asker {
     guardian: RemoteGuardian,
     metadata: Metadata,
-    call: Call,
+    /// Prepared from the first `tools/call` relayed, at its size.
+    call: OnceLock<Call>,
     /// `tools/call` requests forwarded and not yet answered: an answer
     /// is asked about only while one is, so `initialize`'s is not.
     calls_in_flight: AtomicUsize,
@@ -219,11 +220,10 @@ impl Asker {
             .hello(&metadata, Some(guardian_call::MCP_VERSION))
             .await
             .map_err(|e| format!("Guardian handshake: {e}"))?;
-        let call = Call::new(REQUEST_BYTES)?;
         Ok(Self {
             guardian,
             metadata,
-            call,
+            call: OnceLock::new(),
             calls_in_flight: AtomicUsize::new(0),
         })
     }
@@ -234,9 +234,10 @@ impl Asker {
             return Ok(());
         }
         self.calls_in_flight.fetch_add(1, Ordering::Relaxed);
-        self.call
-            .ask(Half::Request, &self.guardian, &self.metadata)
-            .await
+        if self.call.get().is_none() {
+            let _ = self.call.set(Call::new(line.len())?);
+        }
+        self.ask(Half::Request).await
     }
 
     /// Asks about `line` on its way to the agent, if it answers a
@@ -252,15 +253,14 @@ impl Asker {
         if counted.is_err() {
             return Ok(());
         }
-        self.call
-            .ask(Half::Answer, &self.guardian, &self.metadata)
-            .await
+        self.ask(Half::Answer).await
+    }
+
+    async fn ask(&self, half: Half) -> Result<(), String> {
+        let call = self.call.get().ok_or("an answer before any tools/call")?;
+        call.ask(half, &self.guardian, &self.metadata).await
     }
 }
-
-/// The request line the asked hooks are about: the size of the harness's
-/// `tools/call` (its default `--request-bytes`).
-const REQUEST_BYTES: usize = 200;
 
 /// Whether `needle` occurs in the first bytes of `line`, where a compact
 /// JSON-RPC line has its `method` (after `jsonrpc` and `id`).
