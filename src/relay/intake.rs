@@ -26,7 +26,7 @@ pub trait FrameIntake: Send {
 
     /// Takes a request its sender already peeked at once, when nothing
     /// makes it wait; gives it back otherwise.
-    fn take_request_now(&mut self, message: Box<Message>) -> Result<(), Box<Message>>;
+    fn take_request_now(&mut self, message: Message) -> Result<(), Message>;
 
     /// Resolves once everything taken has been released.
     fn finish(self: Box<Self>) -> BoxFuture<'static, ()>;
@@ -58,7 +58,7 @@ impl SharedIntake {
     /// Takes the peeked request `message` in the caller's task, when
     /// nothing queued is ahead of it, the pump is not taking a frame and
     /// nothing makes it wait; gives it back otherwise, to be queued.
-    pub fn take_now(&self, message: Box<Message>) -> Result<(), Box<Message>> {
+    pub fn take_now(&self, message: Message) -> Result<(), Message> {
         let Ok(mut intake) = self.intake.try_lock() else {
             return Err(message);
         };
@@ -116,7 +116,7 @@ mod tests {
             async { true }.boxed()
         }
 
-        fn take_request_now(&mut self, message: Box<Message>) -> Result<(), Box<Message>> {
+        fn take_request_now(&mut self, message: Message) -> Result<(), Message> {
             let text = String::from_utf8_lossy(&message.bytes).into_owned();
             self.0.lock().unwrap().push(text);
             Ok(())
@@ -127,14 +127,14 @@ mod tests {
         }
     }
 
-    fn request(text: &'static str) -> Box<Message> {
-        Box::new(Message {
+    fn request(text: &'static str) -> Message {
+        Message {
             bytes: Bytes::from_static(text.as_bytes()),
             kind: MessageKind::Request,
             id: None,
             method: Some("tools/call".into()),
             tree: None,
-        })
+        }
     }
 
     async fn opened() -> (SharedIntake, Arc<Mutex<Vec<String>>>) {

@@ -183,14 +183,14 @@ impl<D: Decider> Intake<D> {
     /// nothing would make it wait here: the session has started and the
     /// release queue has room. Gives it back otherwise, to be taken in
     /// order by [`Intake::take`].
-    fn take_request_now(&mut self, message: Box<Message>) -> Result<(), Box<Message>> {
+    fn take_request_now(&mut self, message: Message) -> Result<(), Message> {
         if message.kind != MessageKind::Request || !lifecycle::started(&self.session) {
             return Err(message);
         }
         if !self.release.has_room() {
             return Err(message);
         }
-        let slot = self.start_deciding(Frame::Single(*message), None);
+        let slot = self.start_deciding(Frame::Single(message), None);
         // Only this intake queues, so the room seen above is still there.
         if let Some(slot) = self.hand_on_now(slot) {
             self.release.try_queue(slot);
@@ -318,7 +318,7 @@ impl<D: Decider + Send + 'static> FrameIntake for Intake<D> {
         Intake::take(self, item).boxed()
     }
 
-    fn take_request_now(&mut self, message: Box<Message>) -> Result<(), Box<Message>> {
+    fn take_request_now(&mut self, message: Message) -> Result<(), Message> {
         Intake::take_request_now(self, message)
     }
 

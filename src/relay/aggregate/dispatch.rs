@@ -73,7 +73,7 @@ pub(super) async fn route_call(router: &Arc<Router>, bytes: &Bytes) -> bool {
     if kind == Kind::Tool {
         leg.route.note(&target.original, call.request.name());
     }
-    leg.forward_call(call, &target.original).await;
+    leg.forward_call(call, &target).await;
     true
 }
 

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::answers::Answers;
 use super::context::AggregateContext;
+use super::names::Target;
 use super::pending::Answer;
 use super::splice::{self, NamedCall};
 use crate::config::UpstreamConfig;
@@ -189,21 +190,18 @@ impl Leg {
         Ok(receiver)
     }
 
-    /// Sends the agent's routed `call` with `server_name` (the name the
-    /// server knows) for what it calls spliced in (and a fresh id, when the
-    /// agent's cannot be kept), already peeked and parsed, its tree changed
-    /// as its bytes are, so the leg's relay reads it neither way again;
-    /// the answer goes straight to the agent, and so does the refusal when
-    /// the leg is gone.
-    pub(super) async fn forward_call(&self, call: NamedCall, server_name: &str) {
+    /// Sends the agent's routed `call` to `target` (the server's name for
+    /// what it calls spliced in, and a fresh id when the agent's cannot be
+    /// kept), already peeked and parsed, its tree changed as its bytes
+    /// are, so the leg's relay reads it neither way again; the answer goes
+    /// straight to the agent, and so does the refusal when the leg is gone.
+    pub(super) async fn forward_call(&self, call: NamedCall, target: &Target) {
         let NamedCall {
             id: agent_id,
             request,
             ..
         } = call;
-        let Ok(name) = serde_json::to_string(server_name) else {
-            return self.answers.unavailable(&agent_id).await;
-        };
+        let name = target.quoted.as_bytes();
         if self.gone.is_cancelled() {
             return self.answers.unavailable(&agent_id).await;
         }
@@ -212,12 +210,12 @@ impl Leg {
             .pending
             .insert_agent_request(&agent_id, Answer::Agent);
         let original = &request.message.bytes;
-        let name_edit = (original.get(request.name_at.clone()) != Some(name.as_bytes()))
-            .then_some((request.name_at, name.as_bytes()));
+        let name_edit = (original.get(request.name_at.clone()) != Some(name))
+            .then_some((request.name_at, name));
         let id_edit = renumbered
             .as_ref()
             .map(|leg_id| (request.id_at, leg_id.as_json().as_bytes()));
-        let renamed = name_edit.is_some().then_some(server_name);
+        let renamed = name_edit.is_some().then_some(&*target.original);
         let bytes = match (name_edit, id_edit) {
             // Under the agent's id and name, the call goes as the agent wrote it.
             (None, None) => original.clone(),
@@ -236,7 +234,7 @@ impl Leg {
             method: request.message.method,
             tree,
         };
-        if self.to_leg.send_now(Box::new(message)).await.is_err() {
+        if self.to_leg.send_now(message).await.is_err() {
             if let Some(taken) = self.answers.pending.take(leg_id.as_json()) {
                 if let Some(agent_id) = taken.agent_id {
                     self.answers.unavailable(&agent_id).await;
@@ -312,13 +310,13 @@ impl LegInput {
 
     /// Hands the peeked request `message` to the leg's relay in this
     /// task when nothing is queued ahead of it, else queues it.
-    async fn send_now(&self, message: Box<Message>) -> Result<(), LegGone> {
+    async fn send_now(&self, message: Message) -> Result<(), LegGone> {
         if self.close.is_cancelled() {
             return Err(LegGone);
         }
         match self.intake.take_now(message) {
             Ok(()) => Ok(()),
-            Err(message) => self.send(LineFrame::Peeked(message)).await,
+            Err(message) => self.send(LineFrame::Peeked(Box::new(message))).await,
         }
     }
 

@@ -38,7 +38,24 @@ pub(super) struct Target {
     pub(super) leg: usize,
     /// The item's name on its own server.
     pub(super) original: Arc<str>,
+    /// `original` as a JSON string, as it is spliced into a routed call.
+    pub(super) quoted: Arc<str>,
 }
+
+impl Target {
+    fn new(leg: usize, original: &str) -> Self {
+        Self {
+            leg,
+            original: original.into(),
+            quoted: serde_json::Value::from(original).to_string().into(),
+        }
+    }
+}
+
+/// How many names called before any listing gave them out a session
+/// remembers: enough for any real server's tools, and a bound on what an
+/// agent calling made-up names can make the book hold.
+const MAX_GUESSED: usize = 1024;
 
 /// `tools` filters: globs over `upstream<separator>tool` or the bare name.
 #[derive(Debug, Default)]
@@ -82,6 +99,11 @@ pub(super) struct NameBook {
     tools: FastMap<String, Target>,
     /// Exposed prompt name → target.
     prompts: FastMap<String, Target>,
+    /// Prefixed tool and prompt names the agent called before a listing
+    /// gave them out, read by their prefix once and remembered (see
+    /// [`NameBook::resolve`]).
+    guessed_tools: FastMap<String, Target>,
+    guessed_prompts: FastMap<String, Target>,
     /// Original name → the legs that offer it, per kind (for `on_conflict`).
     offered: HashMap<(Kind, String), BTreeSet<usize>>,
     /// Resource URIs and templates.
@@ -98,6 +120,8 @@ impl NameBook {
             filter: ToolFilter::compile(&aggregate.tools),
             tools: FastMap::default(),
             prompts: FastMap::default(),
+            guessed_tools: FastMap::default(),
+            guessed_prompts: FastMap::default(),
             offered: HashMap::new(),
             uris: UriBook::new(&aggregate.upstreams),
         }
@@ -134,10 +158,7 @@ impl NameBook {
             PrefixMode::OnConflict if shared => qualified,
             PrefixMode::OnConflict | PrefixMode::Never => original.to_owned(),
         };
-        let target = Target {
-            leg,
-            original: original.into(),
-        };
+        let target = Target::new(leg, original);
         match self.exposed(kind).get(&name) {
             // Under `never` a clash was refused at start-up; should a
             // server add a clashing tool later, the first one keeps the name.
@@ -154,22 +175,35 @@ impl NameBook {
 
     /// What an exposed name stands for. A prefixed name the book has not
     /// given out yet (the agent called before listing) is read by its
-    /// prefix when prefixes are always used.
-    pub(super) fn resolve(&self, kind: Kind, name: &str) -> Option<Target> {
+    /// prefix when prefixes are always used, and remembered: an agent that
+    /// never lists calls it that way every time.
+    pub(super) fn resolve(&mut self, kind: Kind, name: &str) -> Option<Target> {
         if let Some(target) = self.exposed(kind).get(name) {
             return Some(target.clone());
         }
         if self.mode != PrefixMode::Always {
             return None;
         }
-        self.legs.iter().enumerate().find_map(|(leg, leg_name)| {
+        let guessed = match kind {
+            Kind::Tool => &self.guessed_tools,
+            Kind::Prompt => &self.guessed_prompts,
+        };
+        if let Some(target) = guessed.get(name) {
+            return Some(target.clone());
+        }
+        let target = self.legs.iter().enumerate().find_map(|(leg, leg_name)| {
             let original = name.strip_prefix(leg_name)?.strip_prefix(&self.separator)?;
             let qualified_allowed = kind != Kind::Tool || self.filter.allows(name, original);
-            qualified_allowed.then(|| Target {
-                leg,
-                original: original.into(),
-            })
-        })
+            qualified_allowed.then(|| Target::new(leg, original))
+        })?;
+        let guessed = match kind {
+            Kind::Tool => &mut self.guessed_tools,
+            Kind::Prompt => &mut self.guessed_prompts,
+        };
+        if guessed.len() < MAX_GUESSED {
+            guessed.insert(name.to_owned(), target.clone());
+        }
+        Some(target)
     }
 
     /// The exposed names of `kind`.
@@ -184,6 +218,8 @@ impl NameBook {
     pub(super) fn forget_leg(&mut self, leg: usize) {
         self.tools.retain(|_, target| target.leg != leg);
         self.prompts.retain(|_, target| target.leg != leg);
+        self.guessed_tools.retain(|_, target| target.leg != leg);
+        self.guessed_prompts.retain(|_, target| target.leg != leg);
         for legs in self.offered.values_mut() {
             legs.remove(&leg);
         }
@@ -221,6 +257,30 @@ mod tests {
         let target = book.resolve(Kind::Tool, "demo__slow").unwrap();
         assert_eq!((target.leg, &*target.original), (1, "slow"));
         assert!(book.resolve(Kind::Tool, "echo").is_none());
+    }
+
+    #[test]
+    fn a_name_read_by_its_prefix_is_remembered_until_its_upstream_goes() {
+        let mut book = NameBook::new(&aggregate(PrefixMode::Always, &[]));
+        let first = book.resolve(Kind::Tool, "demo__slow").unwrap();
+        assert_eq!(&*first.quoted, r#""slow""#);
+        let again = book.resolve(Kind::Tool, "demo__slow").unwrap();
+        assert!(Arc::ptr_eq(&first.original, &again.original));
+        // A prompt of that name is another item.
+        let prompt = book.resolve(Kind::Prompt, "demo__slow").unwrap();
+        assert!(!Arc::ptr_eq(&first.original, &prompt.original));
+        book.forget_leg(1);
+        let after = book.resolve(Kind::Tool, "demo__slow").unwrap();
+        assert!(!Arc::ptr_eq(&first.original, &after.original));
+    }
+
+    #[test]
+    fn made_up_names_fill_the_memory_only_up_to_its_bound() {
+        let mut book = NameBook::new(&aggregate(PrefixMode::Always, &[]));
+        for n in 0..MAX_GUESSED + 10 {
+            assert!(book.resolve(Kind::Tool, &format!("demo__t{n}")).is_some());
+        }
+        assert_eq!(book.guessed_tools.len(), MAX_GUESSED);
     }
 
     #[test]

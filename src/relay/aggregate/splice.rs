@@ -112,7 +112,7 @@ pub(super) fn spliced_tree(
     Arc::get_mut(&mut tree)?.splice(bytes.clone(), |root| {
         if let Some(name) = name {
             if let Some(slot) = root.get_mut("params").and_then(|p| p.get_mut("name")) {
-                *slot = BorrowedJson::String(Cow::Owned(name.to_owned()));
+                *slot = BorrowedJson::String(server_name(slot, name));
             }
         }
         if let (Some(id), Some(slot)) = (id, root.get_mut("id")) {
@@ -120,6 +120,21 @@ pub(super) fn spliced_tree(
         }
     });
     Some(tree)
+}
+
+/// The server's name `name` for a call whose tree names it `called`:
+/// under a prefix the server's name is the end of the agent's, so it can
+/// borrow the message's text as the agent's name did.
+fn server_name<'a>(called: &BorrowedJson<'a>, name: &str) -> Cow<'a, str> {
+    if let BorrowedJson::String(Cow::Borrowed(called)) = called {
+        let called: &'a str = called;
+        if let Some(end) = called.len().checked_sub(name.len()) {
+            if let Some(suffix) = called.get(end..).filter(|suffix| *suffix == name) {
+                return Cow::Borrowed(suffix);
+            }
+        }
+    }
+    Cow::Owned(name.to_owned())
 }
 
 /// An id as a tree value: an integer, or a string with nothing escaped
@@ -194,6 +209,18 @@ mod tests {
             assert_eq!(tree.root(), reparsed.root());
             assert_eq!(tree.value(), reparsed.value());
         }
+    }
+
+    #[test]
+    fn the_servers_name_borrows_the_end_of_the_agents() {
+        let called = BorrowedJson::String(Cow::Borrowed("b__echo"));
+        assert!(matches!(
+            server_name(&called, "echo"),
+            Cow::Borrowed("echo")
+        ));
+        assert!(matches!(server_name(&called, "other"), Cow::Owned(name) if name == "other"));
+        let escaped = BorrowedJson::String(Cow::Owned("b__echo".into()));
+        assert!(matches!(server_name(&escaped, "echo"), Cow::Owned(_)));
     }
 
     #[test]
