@@ -190,11 +190,12 @@ impl Leg {
         Ok(receiver)
     }
 
-    /// Sends the agent's routed `call` to `target` (the server's name for
-    /// what it calls spliced in, and a fresh id when the agent's cannot be
-    /// kept), already peeked and parsed, its tree changed as its bytes
-    /// are, so the leg's relay reads it neither way again; the answer goes
-    /// straight to the agent, and so does the refusal when the leg is gone.
+    /// Sends the agent's routed `call` with `target`'s name for what it
+    /// calls (the name the server knows) spliced in, and a fresh id when
+    /// the agent's cannot be kept; already peeked and parsed, its tree
+    /// changed as its bytes are, so the leg's relay reads it neither way
+    /// again. The answer goes straight to the agent, and so does the
+    /// refusal when the leg is gone.
     pub(super) async fn forward_call(&self, call: NamedCall, target: &Target) {
         let NamedCall {
             id: agent_id,
