@@ -184,11 +184,7 @@ impl NameBook {
         if self.mode != PrefixMode::Always {
             return None;
         }
-        let guessed = match kind {
-            Kind::Tool => &self.guessed_tools,
-            Kind::Prompt => &self.guessed_prompts,
-        };
-        if let Some(target) = guessed.get(name) {
+        if let Some(target) = self.guessed(kind).get(name) {
             return Some(target.clone());
         }
         let target = self.legs.iter().enumerate().find_map(|(leg, leg_name)| {
@@ -196,14 +192,19 @@ impl NameBook {
             let qualified_allowed = kind != Kind::Tool || self.filter.allows(name, original);
             qualified_allowed.then(|| Target::new(leg, original))
         })?;
-        let guessed = match kind {
-            Kind::Tool => &mut self.guessed_tools,
-            Kind::Prompt => &mut self.guessed_prompts,
-        };
+        let guessed = self.guessed(kind);
         if guessed.len() < MAX_GUESSED {
             guessed.insert(name.to_owned(), target.clone());
         }
         Some(target)
+    }
+
+    /// The names of `kind` read by their prefix before any listing.
+    fn guessed(&mut self, kind: Kind) -> &mut FastMap<String, Target> {
+        match kind {
+            Kind::Tool => &mut self.guessed_tools,
+            Kind::Prompt => &mut self.guessed_prompts,
+        }
     }
 
     /// The exposed names of `kind`.
